@@ -1,0 +1,32 @@
+# Two commands: `make demo` and `make test`. Both set up what is missing first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TORCH_VERSION ?= 2.13.0
+# The corpus mirror used when there is no internet (CI and these machines have one beside the checkout).
+MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
+
+.PHONY: setup test demo clean
+
+setup: $(STAMP)
+
+# torch first, so that the rest resolves against it: the CPU build where there is no GPU.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
+		$(BIN)/pip install -q torch; \
+	else \
+		$(BIN)/pip install -q torch==$(TORCH_VERSION); \
+	fi
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	./scripts/demo.sh "$(BIN)" "$(MIRROR)"
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

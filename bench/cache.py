@@ -1,0 +1,106 @@
+"""Trained tokenizers and encoded splits, cached under ``<data-dir>/cache``.
+
+Keys are content hashes, never names or timestamps:
+
+* a trained tokenizer is keyed by its scheme, the sha256 of the train split it
+  was trained on and the version of the library that trained it;
+* an encoded split is keyed by the split file's sha256 and the tokenizer's
+  hash (the sha256 of its saved file).
+
+Split files are re-hashed every time they are opened (``open_split``), so a
+changed file or tokenizer can never pick up a stale cache entry. Encoded
+splits are ``.npy`` arrays opened memory-mapped, so a second run starts at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.datastore import SplitData, open_split, resolve_data_dir
+from bench.fileio import atomic_path
+from tokenizers_study import Tokenizer, load_tokenizer, parse_scheme, train_tokenizer
+
+TRAINER_VERSION = 1  # bump when a scheme's training or encoding changes
+
+
+def _trainer_fingerprint(family: str) -> str:
+    from importlib.metadata import version
+
+    library = {"bpe": "tokenizers", "sp-bpe": "sentencepiece", "sp-unigram": "sentencepiece"}.get(family)
+    lib = f"{library}-{version(library)}" if library else "builtin"
+    return f"v{TRAINER_VERSION}-{lib}"
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = None,
+                     train: SplitData | None = None) -> Tokenizer:
+    """The scheme trained on ``corpus``'s train split, from the cache or trained now."""
+    data_dir = resolve_data_dir(data_dir)
+    spec = parse_scheme(scheme)
+    train = train or open_split(corpus, "train", data_dir)
+    safe = spec.name.replace(":", "-")
+    path = (data_dir / "cache" / "tokenizers" / corpus /
+            f"{safe}.{train.sha256[:16]}.{_trainer_fingerprint(spec.family)}.json")
+    if path.is_file():
+        return load_tokenizer(path)
+    _log(f"training {spec.name} on {corpus} train ({train.size / 1e6:.1f} MB)")
+    tokenizer = train_tokenizer(spec, train.read_text())
+    tokenizer.save(path)
+    return tokenizer
+
+
+def _encoded_path(data_dir: Path, split: SplitData, tokenizer: Tokenizer) -> Path:
+    name = f"{split.split}.{split.sha256[:20]}.{tokenizer.hash[:20]}.npy"
+    return data_dir / "cache" / "encoded" / split.corpus / name
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.int32)
+
+
+def save_encoded(data_dir: str | Path | None, split: SplitData, tokenizer: Tokenizer, ids: np.ndarray) -> Path:
+    path = _encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
+    return path
+
+
+def encoded_split(tokenizer: Tokenizer, split: SplitData, data_dir: str | Path | None = None) -> np.ndarray:
+    """Token ids of a split (memory-mapped, read-only), encoding and caching them on first use."""
+    data_dir = resolve_data_dir(data_dir)
+    path = _encoded_path(data_dir, split, tokenizer)
+    if not path.is_file():
+        _log(f"encoding {split.corpus} {split.split} with {tokenizer.spec.name}")
+        save_encoded(data_dir, split, tokenizer, tokenizer.encode(split.read_text()))
+    return np.load(path, mmap_mode="r")
+
+
+@dataclass
+class EncodedCorpus:
+    """A corpus under one tokenization: the tokenizer, and each split's ids and provenance."""
+
+    corpus: str
+    tokenizer: Tokenizer
+    splits: dict[str, SplitData]
+    ids: dict[str, np.ndarray]
+
+    @property
+    def verified(self) -> bool:
+        return all(s.verified for s in self.splits.values())
+
+
+def encode_corpus(corpus: str, scheme: str, data_dir: str | Path | None = None,
+                  splits: tuple[str, ...] = ("train", "valid", "test")) -> EncodedCorpus:
+    data_dir = resolve_data_dir(data_dir)
+    opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
+    tokenizer = cached_tokenizer(scheme, corpus, data_dir, train=opened["train"])
+    ids = {s: encoded_split(tokenizer, opened[s], data_dir) for s in splits}
+    return EncodedCorpus(corpus, tokenizer, {s: opened[s] for s in splits}, ids)

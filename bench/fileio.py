@@ -1,0 +1,78 @@
+"""Hashing and atomic writes: a crash never leaves a half-written file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import zlib
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+_CHUNK = 1 << 22
+
+
+def sha256_file(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def crc32_file(path: str | Path) -> str:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return f"{crc & 0xFFFFFFFF:08x}"
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: str | Path, obj: object) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def read_text_exact(path: str | Path) -> str:
+    """Read a file as text without any newline translation.
+
+    Bytes that are not valid UTF-8 (for example a multi-byte character cut by a
+    fixed byte split such as enwik8's) become lone surrogates U+DC80..U+DCFF, so
+    ``text.encode("utf-8", "surrogateescape")`` gives back the file byte for byte.
+    """
+    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+
+
+def text_bytes(text: str) -> bytes:
+    """The exact bytes of a text read with :func:`read_text_exact`."""
+    return text.encode("utf-8", "surrogateescape")

@@ -1,0 +1,83 @@
+"""Shared fixtures: a synthetic corpus, adversarial strings, and the offline mirror when present."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Strings every lossless scheme must give back byte for byte.
+ADVERSARIAL = [
+    "",
+    " ",
+    "a",
+    "hello world",
+    "  two  spaces  ",
+    "\ttabs\tbetween\t",
+    "windows\r\nline\r\nends\r\n",
+    "e\u0301 combining acute, n\u0303",
+    "中文字符 日本語のテキスト 한국어",
+    "emoji 😀 👍🏽 family 👨‍👩‍👧",
+    "\n\n\nempty lines\n\n\n",
+    "literal <unk> in text <unk>",
+    "  leading and trailing  ",
+    "no-break\u00a0space and ideographic\u3000space",
+    "sentencepiece mark \u2581 literal",
+    "control \x00 \x0b \x0c \x1f chars",
+    "unseen chars: ☃ ∮ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    " = Heading = \n \n Text with @-@ tokens , and <unk> . \n",
+]
+
+_WORDS = ("the of and to in a is was for on as by with from that at his her it an were are which this "
+          "game season album song film river city war army ship team first second new one two three").split()
+
+
+def synthetic_text(n_lines: int = 400, seed: int = 0) -> str:
+    """A deterministic English-like corpus with some multi-byte characters."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_lines):
+        words = [rng.choice(_WORDS) for _ in range(rng.randint(3, 14))]
+        if rng.random() < 0.2:
+            words.insert(rng.randrange(len(words)), rng.choice(["café", "naïve", "Zürich", "東京", "<unk>"]))
+        lines.append(" " + " ".join(words) + " . ")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="session")
+def corpus_text() -> str:
+    return synthetic_text()
+
+
+def find_mirror() -> Path | None:
+    candidates = [os.environ.get("BENCH_DATA_MIRROR"), REPO.parent / "shared" / "data"]
+    for c in candidates:
+        if c and (Path(c) / "wikitext-2" / "wiki.valid.tokens").is_file():
+            return Path(c)
+    return None
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    path = find_mirror()
+    if path is None:
+        pytest.skip("the offline corpus mirror (../shared/data or $BENCH_DATA_MIRROR) is not available")
+    return path
+
+
+@pytest.fixture(scope="session")
+def wt2_data_dir(tmp_path_factory, mirror) -> Path:
+    """A data folder with WikiText-2 fetched from the mirror (train: the partial copy, unverified)."""
+    from bench.datastore import fetch
+
+    data_dir = tmp_path_factory.mktemp("data")
+    files = {}
+    partial = mirror / "wikitext-2" / "wiki.train.first565.tokens"
+    if not (mirror / "wikitext-2" / "wiki.train.tokens").is_file() and partial.is_file():
+        files["train"] = partial
+    fetch("wikitext-2", data_dir=data_dir, mirror=mirror, files=files, allow_unverified=True)
+    return data_dir

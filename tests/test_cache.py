@@ -1,0 +1,57 @@
+"""Encoded splits and trained tokenizers are cached by content hash, never reused stale."""
+
+import numpy as np
+import pytest
+
+import bench.cache as cache
+from bench import datastore
+from bench.corpora import SPLITS
+from tests.conftest import synthetic_text
+
+
+@pytest.fixture
+def user_corpus(tmp_path):
+    paths = {}
+    for i, s in enumerate(SPLITS):
+        paths[s] = tmp_path / f"{s}.txt"
+        paths[s].write_text(synthetic_text(n_lines=120, seed=i))
+    data_dir = tmp_path / "data"
+    datastore.add_user_corpus("tiny", paths, data_dir)
+    return data_dir
+
+
+def test_second_run_reuses_tokenizer_and_encoded_splits(user_corpus, monkeypatch):
+    first = cache.encode_corpus("tiny", "bpe:300", user_corpus)
+    assert isinstance(first.ids["valid"], np.memmap)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained again although a cached tokenizer exists")
+
+    monkeypatch.setattr(cache, "train_tokenizer", no_training)
+    monkeypatch.setattr(type(first.tokenizer), "encode", lambda *a: (_ for _ in ()).throw(AssertionError("re-encoded")))
+    second = cache.encode_corpus("tiny", "bpe:300", user_corpus)
+    assert second.tokenizer.hash == first.tokenizer.hash
+    for s in SPLITS:
+        assert np.array_equal(second.ids[s], first.ids[s])
+
+
+def test_cached_ids_decode_to_the_split(user_corpus):
+    enc = cache.encode_corpus("tiny", "word-open:30", user_corpus)
+    for s in SPLITS:
+        assert enc.tokenizer.decode(np.asarray(enc.ids[s])) == enc.splits[s].read_text()
+    assert enc.ids["train"].dtype == np.uint16
+
+
+def test_changed_train_file_retrains_and_changed_scheme_reencodes(user_corpus):
+    a = cache.encode_corpus("tiny", "bpe:300", user_corpus)
+    b = cache.encode_corpus("tiny", "bpe:310", user_corpus)
+    assert a.tokenizer.hash != b.tokenizer.hash
+    assert len(a.ids["valid"]) != len(b.ids["valid"]) or not np.array_equal(a.ids["valid"], b.ids["valid"])
+
+    train = user_corpus / "tiny" / "train.txt"
+    train.write_text(synthetic_text(n_lines=120, seed=42))
+    datastore.verify("tiny", user_corpus)  # accept the change (it stays a user corpus)
+    c = cache.encode_corpus("tiny", "bpe:300", user_corpus)
+    assert c.tokenizer.hash != a.tokenizer.hash
+    assert not np.array_equal(c.ids["train"], a.ids["train"])
+    assert c.tokenizer.decode(np.asarray(c.ids["train"])) == train.read_text()

@@ -1,0 +1,83 @@
+import math
+import random
+
+import pytest
+
+from bench.metrics import LN2, normalize, text_counts
+
+TEXTS = ["plain ascii text\n", "héllo wörld — ünïcödé\n", "中文 日本語 😀\n\nline two", "x"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_uniform_byte_model_gives_exactly_eight_bits_per_byte(text):
+    n_bytes = len(text.encode("utf-8"))
+    result = normalize(n_bytes * math.log(256), text, n_tokens=n_bytes)
+    assert result["bits_per_byte"] == pytest.approx(8.0, abs=1e-12)
+    assert result["token_perplexity"] == pytest.approx(256.0)
+
+
+@pytest.mark.parametrize("n_tokens", [1, 7, 100, 10_000])
+def test_bits_per_byte_does_not_depend_on_token_count(n_tokens):
+    text = "the same text under different tokenizations\n"
+    base = normalize(123.4, text, n_tokens=10)
+    other = normalize(123.4, text, n_tokens=n_tokens)
+    for key in ("bits_per_byte", "bits_per_char", "word_perplexity", "word_perplexity_eos"):
+        assert other[key] == base[key]
+    if n_tokens != 10:
+        assert other["token_perplexity"] != base["token_perplexity"]
+
+
+def test_hand_computed_multibyte_case():
+    text = "héllo wörld\n"  # é and ö are 2 bytes each
+    counts = text_counts(text)
+    assert counts == {"n_bytes": 14, "n_chars": 12, "n_words": 2, "n_lines": 1}
+    result = normalize(14 * LN2, text, n_tokens=5)  # 14 bits in total
+    assert result["bits_per_byte"] == pytest.approx(1.0)
+    assert result["bits_per_char"] == pytest.approx(14 / 12)
+    assert result["word_perplexity"] == pytest.approx(2 ** 7)  # 14 bits over 2 words
+    assert result["word_perplexity_eos"] == pytest.approx(2 ** (14 / 3))  # 2 words + 1 newline
+    assert result["token_perplexity"] == pytest.approx(2 ** (14 / 5))
+
+
+def test_undecodable_bytes_count_as_one_byte_and_one_char():
+    raw = b"ab\xe4\xb8"  # a CJK character cut after two of its three bytes
+    text = raw.decode("utf-8", "surrogateescape")
+    assert text_counts(text)["n_bytes"] == 4
+    assert text_counts(text)["n_chars"] == 4
+
+
+def test_word_perplexity_relation_and_bits_identity():
+    rng = random.Random(1)
+    for _ in range(50):
+        words = ["".join(rng.choice("abcdéü中 ") for _ in range(rng.randint(1, 8))) for _ in range(rng.randint(1, 30))]
+        text = "\n".join(words) + "x"
+        total = rng.uniform(0.1, 500.0)
+        r = normalize(total, text, n_tokens=rng.randint(1, 100))
+        if r["n_words"] == 0:
+            continue
+        assert r["word_perplexity"] == pytest.approx(2 ** (r["bits_per_char"] * r["n_chars"] / r["n_words"]), rel=1e-9)
+        assert r["bits_per_byte"] * r["n_bytes"] == pytest.approx(r["bits_per_char"] * r["n_chars"], rel=1e-12)
+        assert r["total_nll_bits"] == pytest.approx(total / LN2)
+
+
+def test_zero_words_gives_nan_not_an_error():
+    r = normalize(3.0, " \n ", n_tokens=3)
+    assert math.isnan(r["word_perplexity"])
+    assert r["word_perplexity_eos"] == pytest.approx(math.exp(3.0))
+
+
+@pytest.mark.parametrize("total,n", [(-1.0, 3), (float("nan"), 3), (float("inf"), 3), (1.0, -1)])
+def test_bad_input_is_rejected(total, n):
+    with pytest.raises(ValueError):
+        normalize(total, "text", n_tokens=n)
+
+
+@pytest.mark.mirror
+def test_wikitext2_test_counts_match_the_published_conventions(mirror):
+    from bench.fileio import read_text_exact
+
+    text = read_text_exact(mirror / "wikitext-2" / "wiki.test.tokens")
+    counts = text_counts(text)
+    assert counts == {"n_bytes": 1_256_449, "n_chars": 1_255_018, "n_words": 241_211, "n_lines": 4_358}
+    # WikiText-2's published test token count, one <eos> per line.
+    assert counts["n_words"] + counts["n_lines"] == 245_569

@@ -1,0 +1,172 @@
+import numpy as np
+import pytest
+
+from bench.errors import BenchError
+from bench.fileio import read_text_exact, text_bytes
+from tests.conftest import ADVERSARIAL, synthetic_text
+from tokenizers_study import load_tokenizer, parse_scheme, train_tokenizer
+from tokenizers_study.bpe import byte_symbols
+
+LOSSLESS = ["byte", "char", "bpe:300", "sp-bpe:300", "sp-unigram:300", "word-open:50"]
+ALL = LOSSLESS + ["word:50"]
+
+
+@pytest.fixture(scope="module")
+def trained(corpus_text):
+    return {scheme: train_tokenizer(scheme, corpus_text) for scheme in ALL}
+
+
+@pytest.mark.parametrize("scheme", LOSSLESS)
+@pytest.mark.parametrize("text", ADVERSARIAL)
+def test_lossless_round_trip_on_adversarial_strings(trained, scheme, text):
+    tok = trained[scheme]
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert tok.loss_report(text).lossless
+
+
+@pytest.mark.parametrize("scheme", LOSSLESS)
+def test_round_trip_on_invalid_utf8(trained, scheme):
+    # A fixed byte split (enwik8) can cut a multi-byte character: such bytes must survive too.
+    raw = "start 東京".encode() [:-1] + b" mid \xff\xfe end" + "€".encode()[:1]
+    text = raw.decode("utf-8", "surrogateescape")
+    tok = trained[scheme]
+    assert text_bytes(tok.decode(tok.encode(text))) == raw
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_ids_in_range_and_no_bos_in_encoding(trained, corpus_text, scheme):
+    tok = trained[scheme]
+    ids = tok.encode(corpus_text + "".join(ADVERSARIAL))
+    assert ids.dtype == np.int32
+    assert ids.min() >= 0 and ids.max() < tok.vocab_size
+    assert not np.any(ids == tok.bos_id)
+    assert 0 <= tok.bos_id < tok.vocab_size
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_training_is_deterministic_and_save_load_round_trips(trained, corpus_text, tmp_path, scheme):
+    tok = trained[scheme]
+    again = train_tokenizer(scheme, corpus_text)
+    assert again.hash == tok.hash
+    path = tmp_path / "tok.json"
+    tok.save(path)
+    loaded = load_tokenizer(path)
+    assert loaded.hash == tok.hash
+    sample = corpus_text[:2000] + "".join(ADVERSARIAL)
+    assert np.array_equal(loaded.encode(sample), tok.encode(sample))
+    assert loaded.vocab_size == tok.vocab_size
+
+
+def test_different_training_text_gives_a_different_hash(corpus_text):
+    a = train_tokenizer("bpe:300", corpus_text)
+    b = train_tokenizer("bpe:300", synthetic_text(seed=5))
+    assert a.hash != b.hash
+    assert train_tokenizer("word:50", corpus_text).hash != train_tokenizer("word:51", corpus_text).hash
+
+
+def test_byte_scheme_is_utf8_bytes(trained):
+    tok = trained["byte"]
+    assert tok.vocab_size == 257 and tok.bos_id == 256
+    assert tok.encode("é€").tolist() == list("é€".encode())
+
+
+def test_char_scheme_falls_back_to_bytes_for_unseen_characters(trained):
+    tok = trained["char"]
+    seen = tok.encode("the")
+    assert len(seen) == 3 and set(seen.tolist()).isdisjoint(tok.fallback_ids().tolist())
+    unseen = tok.encode("☃")  # not in the synthetic corpus: three UTF-8 bytes
+    assert len(unseen) == 3 and set(unseen.tolist()) <= set(tok.fallback_ids().tolist())
+
+
+def test_bpe_byte_symbols_are_the_byte_level_alphabet():
+    from tokenizers import pre_tokenizers
+
+    symbols = byte_symbols()
+    assert len(set(symbols)) == 256
+    assert set(symbols) == set(pre_tokenizers.ByteLevel.alphabet())
+
+
+def test_bpe_vocabulary_size_and_merges(trained):
+    tok = trained["bpe:300"]
+    assert tok.vocab_size == 300
+    text = "the game season"
+    assert len(tok.encode(text)) < len(text.encode())  # merges learned from the corpus
+
+
+def test_word_schemes_keep_whitespace_exactly(trained):
+    tok = trained["word:50"]
+    text = " the  game\tseason\r\nthe\n\n first   "  # only in-vocabulary words
+    assert tok.decode(tok.encode(text)) == text
+    assert tok.loss_report(text).lossless
+
+
+def test_single_space_between_words_costs_no_token(trained):
+    for scheme in ("word:50", "word-open:50"):
+        tok = trained[scheme]
+        assert len(tok.encode("the game season")) == 3
+        assert "  " not in tok.whitespace  # not a frequent run in this corpus: two space tokens
+        assert len(tok.encode("the  game")) == 4
+
+
+def test_closed_vocabulary_is_lossy_and_says_by_how_much(trained):
+    tok = trained["word:50"]
+    text = "the zyzzyva of qwxj the"
+    ids = tok.encode(text)
+    assert (ids == tok.unk_id).sum() == 2
+    assert tok.decode(ids) == "the <unk> of <unk> the"
+    report = tok.loss_report(text)
+    assert not report.lossless
+    assert report.lost_words == 2
+    assert report.lost_bytes == len("zyzzyva") + len("qwxj")
+
+
+def test_literal_unk_is_the_unknown_token_in_closed_vocabulary(trained):
+    closed, open_ = trained["word:50"], trained["word-open:50"]
+    assert closed.encode("<unk>").tolist() == [closed.unk_id]
+    assert closed.decode(closed.encode("the <unk>")) == "the <unk>"
+    assert closed.loss_report("the <unk>").lossless
+    assert open_.decode(open_.encode("the <unk> zyzzyva")) == "the <unk> zyzzyva"
+
+
+def test_open_vocabulary_spells_unknown_words_in_bytes(trained):
+    tok = trained["word-open:50"]
+    ids = tok.encode("the zyzzyva")
+    assert len(ids) == 1 + 1 + len("zyzzyva")  # the, <oov>, bytes
+    two = tok.encode("qq zz")  # two unknown words in a row stay two words
+    assert tok.decode(two) == "qq zz"
+
+
+def test_same_top_words_in_both_word_schemes(trained):
+    closed, open_ = trained["word:50"], trained["word-open:50"]
+    assert set(closed.words) == set(open_.words) - {"<unk>"}
+
+
+@pytest.mark.parametrize("name,message", [
+    ("nope", "unknown tokenization scheme"),
+    ("bpe", "needs a vocabulary size"),
+    ("bpe:abc", "needs a vocabulary size"),
+    ("bpe:100", "at least 257"),
+    ("byte:5", "takes no size"),
+    ("word:0", "at least 1"),
+])
+def test_bad_scheme_names_are_explained(name, message):
+    with pytest.raises(BenchError, match=message):
+        parse_scheme(name)
+
+
+def test_scheme_names_parse():
+    assert parse_scheme("bpe:4096").name == "bpe:4096"
+    assert parse_scheme(" byte ").name == "byte"
+    assert parse_scheme("word-open:33278").size == 33278
+
+
+@pytest.mark.mirror
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["char", "bpe:1000", "sp-bpe:1000", "sp-unigram:1000", "word-open:5000"])
+def test_lossless_on_wikitext(mirror, scheme):
+    valid = read_text_exact(mirror / "wikitext-2" / "wiki.valid.tokens")
+    raw_test = read_text_exact(mirror / "wikitext-2-raw" / "wiki.test.raw")
+    tok = train_tokenizer(scheme, valid[: len(valid) // 2])
+    for text in (valid, raw_test):
+        assert tok.decode(tok.encode(text)) == text

@@ -1,0 +1,188 @@
+"""What every tokenization scheme provides, and how scheme names are parsed.
+
+A scheme is named by a short string: ``byte``, ``char``, ``bpe:4096``,
+``sp-bpe:4096``, ``sp-unigram:4096``, ``word:33278`` or ``word-open:33278``.
+Every tokenizer is trained on the train split only, is deterministic, saves
+to one JSON file and has a stable hash: the sha256 of that file's bytes.
+
+Texts are Python strings read with ``surrogateescape`` (see
+``bench.fileio.read_text_exact``), so a byte sequence that is not valid UTF-8
+survives as lone surrogates and every lossless scheme gives it back exactly.
+
+Every vocabulary has a ``<bos>`` token: the document-start context from which
+the first real token is predicted. It is never produced by ``encode``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from bench.errors import BenchError
+from bench.fileio import text_bytes, write_bytes_atomic
+
+FORMAT_VERSION = 1
+BOS = "<bos>"
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    """A parsed scheme name: its family and, for trained vocabularies, the size N."""
+
+    family: str
+    size: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.family if self.size is None else f"{self.family}:{self.size}"
+
+
+def parse_scheme(name: str) -> SchemeSpec:
+    from tokenizers_study import FAMILIES  # the registry lives in the package
+
+    family, _, size_text = name.strip().partition(":")
+    if family not in FAMILIES:
+        raise BenchError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
+    cls = FAMILIES[family]
+    if cls.min_size is None:
+        if size_text:
+            raise BenchError(f"scheme {family!r} takes no size; write it as {family!r}")
+        return SchemeSpec(family)
+    if not size_text.isdigit():
+        raise BenchError(f"scheme {name!r} needs a vocabulary size: write {family}:N with N an integer")
+    size = int(size_text)
+    if size < cls.min_size:
+        raise BenchError(f"scheme {name!r}: N must be at least {cls.min_size} ({cls.min_size_why})")
+    return SchemeSpec(family, size)
+
+
+SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N")
+
+
+@dataclass
+class LossReport:
+    """Whether decoding gives the text back, and if not, how much is lost."""
+
+    lossless: bool
+    lost_words: int = 0  # words that decode to something else (closed-vocabulary <unk>)
+    lost_bytes: int = 0  # UTF-8 bytes of those words
+    detail: str = ""
+
+
+class Tokenizer(ABC):
+    """Base class of all schemes. Subclasses implement ``_train``, ``_encode``,
+    ``decode``, ``vocab_size`` and the JSON state."""
+
+    family: ClassVar[str]
+    min_size: ClassVar[int | None] = None  # None: the scheme takes no size
+    min_size_why: ClassVar[str] = ""
+    lossless_scheme: ClassVar[bool] = True  # False where some texts cannot be recovered (word:N)
+    # Characters the underlying library cannot take; they are encoded as byte tokens.
+    escape_pattern: ClassVar[re.Pattern | None] = None
+
+    def __init__(self, spec: SchemeSpec):
+        self.spec = spec
+
+    # ---- training and state -------------------------------------------------
+
+    @classmethod
+    def train(cls, spec: SchemeSpec, text: str) -> "Tokenizer":
+        """Train on the train split's text (deterministically)."""
+        return cls._train(spec, text)
+
+    @classmethod
+    @abstractmethod
+    def _train(cls, spec: SchemeSpec, text: str) -> "Tokenizer": ...
+
+    @abstractmethod
+    def state(self) -> dict:
+        """Everything needed to rebuild the tokenizer, as JSON-serialisable data."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(cls, spec: SchemeSpec, state: dict) -> "Tokenizer": ...
+
+    def to_bytes(self) -> bytes:
+        doc = {"format_version": FORMAT_VERSION, "scheme": self.spec.name, "state": self.state()}
+        return json.dumps(doc, sort_keys=True, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+    @property
+    def hash(self) -> str:
+        """sha256 of the saved file: equal hashes mean identical tokenizers."""
+        if not hasattr(self, "_hash"):
+            self._hash = hashlib.sha256(self.to_bytes()).hexdigest()
+        return self._hash
+
+    def save(self, path: str | Path) -> None:
+        write_bytes_atomic(path, self.to_bytes())
+
+    # ---- vocabulary ---------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def bos_id(self) -> int: ...
+
+    @property
+    def unk_id(self) -> int | None:
+        """The id that stands for unknown words; None for lossless schemes."""
+        return None
+
+    @abstractmethod
+    def byte_id(self, value: int) -> int:
+        """The token for one raw byte (byte fallback); every lossless scheme has one."""
+
+    def fallback_ids(self) -> np.ndarray:
+        """Ids of byte-fallback tokens (empty for schemes where bytes are the vocabulary)."""
+        return np.array([self.byte_id(b) for b in range(256)], dtype=np.int64)
+
+    # ---- encoding -----------------------------------------------------------
+
+    def encode(self, text: str) -> np.ndarray:
+        """Token ids of ``text`` (int32), without ``<bos>``."""
+        if self.escape_pattern is None or not self.escape_pattern.search(text):
+            return np.asarray(self._encode(text), dtype=np.int32)
+        pieces: list[np.ndarray] = []
+        last = 0
+        for match in self.escape_pattern.finditer(text):
+            if match.start() > last:
+                pieces.append(np.asarray(self._encode(text[last:match.start()]), dtype=np.int32))
+            raw = text_bytes(match.group())
+            pieces.append(np.array([self.byte_id(b) for b in raw], dtype=np.int32))
+            last = match.end()
+        if last < len(text):
+            pieces.append(np.asarray(self._encode(text[last:]), dtype=np.int32))
+        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+
+    @abstractmethod
+    def _encode(self, text: str) -> Sequence[int] | np.ndarray: ...
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str: ...
+
+    def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
+        """Check ``decode(encode(text)) == text``; subclasses that can lose text say how much."""
+        ids = self.encode(text) if ids is None else ids
+        decoded = self.decode(ids)
+        if decoded == text:
+            return LossReport(True)
+        at = next((i for i, (a, b) in enumerate(zip(decoded, text)) if a != b), min(len(decoded), len(text)))
+        return LossReport(False, detail=f"decoding differs from the text at character {at}")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec.name} vocab={self.vocab_size}>"
+
+
+def decode_bytes(data: bytes | bytearray) -> str:
+    """Inverse of ``text_bytes``: invalid UTF-8 comes back as lone surrogates."""
+    return bytes(data).decode("utf-8", "surrogateescape")

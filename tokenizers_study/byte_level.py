@@ -1,0 +1,44 @@
+"""``byte``: the UTF-8 bytes of the text; ids 0-255 are bytes, 256 is ``<bos>``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.fileio import text_bytes
+from tokenizers_study.base import SchemeSpec, Tokenizer, decode_bytes
+
+
+class ByteTokenizer(Tokenizer):
+    family = "byte"
+
+    @classmethod
+    def _train(cls, spec: SchemeSpec, text: str) -> "ByteTokenizer":
+        return cls(spec)  # nothing to learn
+
+    def state(self) -> dict:
+        return {}
+
+    @classmethod
+    def from_state(cls, spec: SchemeSpec, state: dict) -> "ByteTokenizer":
+        return cls(spec)
+
+    @property
+    def vocab_size(self) -> int:
+        return 257
+
+    @property
+    def bos_id(self) -> int:
+        return 256
+
+    def byte_id(self, value: int) -> int:
+        return value
+
+    def fallback_ids(self) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64)  # bytes are the vocabulary, not a fallback
+
+    def _encode(self, text: str) -> np.ndarray:
+        return np.frombuffer(text_bytes(text), dtype=np.uint8)
+
+    def decode(self, ids) -> str:
+        ids = np.asarray(ids)
+        return decode_bytes(ids[ids < 256].astype(np.uint8).tobytes())

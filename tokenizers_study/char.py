@@ -1,0 +1,98 @@
+"""``char``: one token per Unicode code point seen in train, bytes for the rest.
+
+Ids: 0 ``<bos>``, 1-256 the byte fallback (byte b is id b + 1), then the code
+points seen in train in increasing order. An unseen character is spelled as
+its UTF-8 bytes, so the scheme is lossless on any text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.fileio import text_bytes
+from tokenizers_study.base import SchemeSpec, Tokenizer, decode_bytes
+
+_BYTE_BASE = 1
+_CHAR_BASE = 257
+
+
+def _code_points(text: str) -> np.ndarray:
+    # surrogatepass keeps lone surrogates (undecodable bytes) as their own code points
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _is_surrogate(cp: int) -> bool:
+    return 0xD800 <= cp <= 0xDFFF
+
+
+class CharTokenizer(Tokenizer):
+    family = "char"
+
+    def __init__(self, spec: SchemeSpec, chars: np.ndarray):
+        super().__init__(spec)
+        self.chars = np.asarray(chars, dtype=np.uint32)  # sorted code points
+
+    @classmethod
+    def _train(cls, spec: SchemeSpec, text: str) -> "CharTokenizer":
+        seen = np.unique(_code_points(text))
+        # Undecodable bytes are not characters: they always go through the byte fallback.
+        seen = seen[(seen < 0xD800) | (seen > 0xDFFF)]
+        return cls(spec, seen)
+
+    def state(self) -> dict:
+        return {"code_points": [int(c) for c in self.chars]}
+
+    @classmethod
+    def from_state(cls, spec: SchemeSpec, state: dict) -> "CharTokenizer":
+        return cls(spec, np.array(state["code_points"], dtype=np.uint32))
+
+    @property
+    def vocab_size(self) -> int:
+        return _CHAR_BASE + len(self.chars)
+
+    @property
+    def bos_id(self) -> int:
+        return 0
+
+    def byte_id(self, value: int) -> int:
+        return _BYTE_BASE + value
+
+    def _encode(self, text: str) -> np.ndarray:
+        cps = _code_points(text)
+        if len(self.chars) == 0:
+            pos = np.zeros(len(cps), dtype=np.int64)
+            known = np.zeros(len(cps), dtype=bool)
+        else:
+            pos = np.searchsorted(self.chars, cps)
+            pos_clipped = np.minimum(pos, len(self.chars) - 1)
+            known = self.chars[pos_clipped] == cps
+        ids = (pos + _CHAR_BASE).astype(np.int32)
+        if known.all():
+            return ids
+        # Spell each unknown character as its bytes.
+        pieces = []
+        last = 0
+        for i in np.flatnonzero(~known):
+            pieces.append(ids[last:i])
+            raw = text_bytes(chr(int(cps[i])))
+            pieces.append(np.frombuffer(raw, dtype=np.uint8).astype(np.int32) + _BYTE_BASE)
+            last = i + 1
+        pieces.append(ids[last:])
+        return np.concatenate(pieces)
+
+    def decode(self, ids) -> str:
+        ids = np.asarray(ids, dtype=np.int64)
+        ids = ids[ids != self.bos_id]
+        is_byte = ids < _CHAR_BASE
+        # Decode runs of characters and runs of fallback bytes separately.
+        edges = np.flatnonzero(np.diff(is_byte.astype(np.int8))) + 1
+        out = []
+        for run in np.split(ids, edges):
+            if len(run) == 0:
+                continue
+            if run[0] < _CHAR_BASE:
+                out.append(decode_bytes((run - _BYTE_BASE).astype(np.uint8).tobytes()))
+            else:
+                cps = self.chars[run - _CHAR_BASE].astype("<u4")
+                out.append(cps.tobytes().decode("utf-32-le", "surrogatepass"))
+        return "".join(out)

@@ -1,0 +1,89 @@
+"""``bench tokenize stats``: every scheme on every split of one corpus."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.datastore import SplitData, open_split, resolve_data_dir
+from bench.tables import markdown_table, text_table
+from tokenizers_study.stats import SchemeStats, scheme_stats
+
+COLUMNS = ["scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
+           "unk_rate", "fallback_rate", "lossless", "lost_words", "mb_per_s", "verified"]
+
+
+@dataclass
+class StatsResult:
+    dataset: str
+    records: list[SchemeStats]
+    splits: dict[str, SplitData]
+
+
+def run_stats(dataset: str, schemes: list[str], splits: tuple[str, ...], data_dir: str | Path | None) -> StatsResult:
+    from bench.cache import cached_tokenizer, save_encoded
+
+    data_dir = resolve_data_dir(data_dir)
+    opened = {s: open_split(dataset, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
+    texts = {s: opened[s].read_text() for s in splits}
+    records = []
+    for scheme in schemes:
+        tokenizer = cached_tokenizer(scheme, dataset, data_dir, train=opened["train"])
+        for split in splits:
+            print(f"measuring {scheme} on {dataset} {split}", file=sys.stderr)
+            stats, ids = scheme_stats(tokenizer, texts[split], split)
+            # A scheme trained on unverified data is as unverified as the split it encodes.
+            stats.verified = opened[split].verified and opened["train"].verified
+            save_encoded(data_dir, opened[split], tokenizer, ids)
+            records.append(stats)
+    return StatsResult(dataset, records, {s: opened[s] for s in opened})
+
+
+def stats_table(result: StatsResult) -> str:
+    return text_table([r.to_json() for r in result.records], COLUMNS) + "\n" + _notes(result)
+
+
+def _notes(result: StatsResult) -> str:
+    lines = []
+    unverified = [s for s, d in result.splits.items() if not d.verified]
+    if unverified:
+        lines.append(f"UNVERIFIED data: {result.dataset} {', '.join(unverified)} "
+                     "do not match the official files; every row computed from them says verified: NO "
+                     "(tokenizers are trained on train, so an unverified train split marks every row).")
+    lossy = sorted({r.scheme for r in result.records if not r.lossless})
+    if lossy:
+        lines.append(f"LOSSY: {', '.join(lossy)} cannot give the text back (lost_words: words that decode as "
+                     "<unk>); numbers computed under them are not comparable with lossless schemes.")
+    return "\n".join(lines)
+
+
+def stats_markdown(result: StatsResult) -> str:
+    from bench.provenance import git_commit, library_versions
+
+    commit = git_commit()
+    data_rows = [d.provenance() for d in result.splits.values()]
+    parts = [
+        f"# Tokenization statistics: {result.dataset}",
+        "",
+        "Every scheme is trained on the train split only. `tokens_per_*` divide the token count by the split's "
+        "UTF-8 bytes, Unicode characters and whitespace-separated words; `unk_rate` is the share of tokens that "
+        "are `<unk>`; `fallback_rate` the share that are byte-fallback tokens; `lossless` says whether "
+        "decoding gives the split back byte for byte; `mb_per_s` is encoding throughput (10^6 bytes/s).",
+        "",
+        markdown_table([r.to_json() for r in result.records], COLUMNS),
+        "",
+        _notes(result),
+        "",
+        "## Provenance",
+        "",
+        f"- git commit: `{commit['commit']}`" + (" (uncommitted changes)" if commit["dirty"] else ""),
+        "- libraries: " + ", ".join(f"{k} {v}" for k, v in library_versions().items()),
+        "",
+        markdown_table(data_rows, ["corpus", "split", "size", "sha256", "status", "verified"]),
+        "",
+        "Tokenizer hashes (sha256 of the saved tokenizer): "
+        + ", ".join(sorted({f"`{r.scheme}` {r.tokenizer_hash[:16]}" for r in result.records})),
+        "",
+    ]
+    return "\n".join(parts)

@@ -1,0 +1,146 @@
+"""``sp-bpe:N`` and ``sp-unigram:N``: sentencepiece models with byte fallback.
+
+Trained with settings that make the model lossless and deterministic:
+identity normalization (no NFKC), no dummy prefix, no whitespace collapsing,
+byte fallback for characters outside the learned pieces, one thread, no input
+sampling. N is sentencepiece's vocabulary size, which counts ``<unk>``,
+``<bos>`` and the 256 byte pieces.
+
+sentencepiece trains on sentences, here the lines of the train split, so it
+never sees a newline; a newline is encoded as its byte piece between lines.
+A literal U+2581 (sentencepiece's own whitespace mark) and undecodable bytes
+are also spelled as byte pieces, so that decoding is exact.
+
+sentencepiece does not learn the characters of its unknown piece's surface
+from text that contains that surface (with the default ``<unk>``, WikiText's
+``<`` and ``>`` would all fall back to bytes), so the unknown piece is named
+``<sp-unk>``; with byte fallback it is never produced.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from functools import cached_property
+
+import numpy as np
+
+from bench.errors import BenchError
+from tokenizers_study.base import BOS, SchemeSpec, Tokenizer, decode_bytes
+
+_SPACE_MARK = "\u2581"
+_BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
+
+
+class _SentencePieceTokenizer(Tokenizer):
+    model_type: str
+    min_size = 300
+    min_size_why = "256 byte pieces, <unk>, <bos> and some learned pieces"
+    escape_pattern = re.compile(r"[\udc80-\udcff\u2581]+")
+
+    def __init__(self, spec: SchemeSpec, model_proto: bytes):
+        super().__init__(spec)
+        import sentencepiece as spm
+
+        self.model_proto = model_proto
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+
+    @classmethod
+    def _train(cls, spec: SchemeSpec, text: str) -> "_SentencePieceTokenizer":
+        import io
+
+        import sentencepiece as spm
+
+        lines = [line for line in cls.escape_pattern.sub("", text).split("\n") if line]
+        longest = max((len(line.encode("utf-8")) for line in lines), default=1)
+        model = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(lines),
+                model_writer=model,
+                model_type=cls.model_type,
+                vocab_size=spec.size,
+                byte_fallback=True,
+                character_coverage=0.9995,
+                normalization_rule_name="identity",
+                add_dummy_prefix=False,
+                remove_extra_whitespaces=False,
+                allow_whitespace_only_pieces=True,
+                split_digits=False,
+                max_sentence_length=max(longest, 4192),
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
+                num_threads=1,
+                unk_id=0,
+                bos_id=1,
+                eos_id=-1,
+                pad_id=-1,
+                bos_piece=BOS,
+                unk_piece="<sp-unk>",
+                minloglevel=2,
+            )
+        except RuntimeError as exc:
+            raise BenchError(f"sentencepiece could not train {spec.name}: {exc}".splitlines()[0]
+                             + "; try a smaller N or a larger train split") from None
+        return cls(spec, model.getvalue())
+
+    def state(self) -> dict:
+        return {"model_proto_base64": base64.b64encode(self.model_proto).decode("ascii")}
+
+    @classmethod
+    def from_state(cls, spec: SchemeSpec, state: dict) -> "_SentencePieceTokenizer":
+        return cls(spec, base64.b64decode(state["model_proto_base64"]))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    @property
+    def bos_id(self) -> int:
+        return self.sp.bos_id()
+
+    @cached_property
+    def _byte_ids(self) -> list[int]:
+        return [self.sp.piece_to_id(f"<0x{b:02X}>") for b in range(256)]
+
+    def byte_id(self, value: int) -> int:
+        return self._byte_ids[value]
+
+    @cached_property
+    def _id_bytes(self) -> list[bytes]:
+        table = []
+        for i in range(self.vocab_size):
+            piece = self.sp.id_to_piece(i)
+            byte = _BYTE_PIECE.fullmatch(piece) if self.sp.is_byte(i) else None
+            if byte:
+                table.append(bytes([int(byte.group(1), 16)]))
+            elif self.sp.is_control(i) or self.sp.is_unknown(i):
+                table.append(b"")
+            else:
+                table.append(piece.replace(_SPACE_MARK, " ").encode("utf-8"))
+        return table
+
+    def _encode(self, text: str) -> np.ndarray:
+        lines = text.split("\n")
+        newline = np.array([self.byte_id(10)], dtype=np.int32)
+        encoded = self.sp.encode(lines)
+        pieces = []
+        for k, ids in enumerate(encoded):
+            if k:
+                pieces.append(newline)
+            pieces.append(np.asarray(ids, dtype=np.int32))
+        return np.concatenate(pieces)
+
+    def decode(self, ids) -> str:
+        table = self._id_bytes
+        return decode_bytes(b"".join(table[i] for i in np.asarray(ids).tolist()))
+
+
+class SentencePieceBPETokenizer(_SentencePieceTokenizer):
+    family = "sp-bpe"
+    model_type = "bpe"
+
+
+class SentencePieceUnigramTokenizer(_SentencePieceTokenizer):
+    family = "sp-unigram"
+    model_type = "unigram"

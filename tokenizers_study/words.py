@@ -1,0 +1,221 @@
+"""``word:N`` (closed vocabulary) and ``word-open:N`` (open vocabulary).
+
+Words are whitespace-separated (``str.split``), so they match the word count
+``bench.metrics`` uses. The N most frequent words of the train split form the
+vocabulary (ties broken by the word itself, so training is deterministic).
+
+Whitespace is kept exactly. A single space between two words is implicit: it
+costs no token, as in a classic word-level model. Every other whitespace run
+(newlines, several spaces, tabs, ``\\r\\n``, leading and trailing whitespace)
+is spelled with whitespace tokens: one per Unicode whitespace character, plus
+the most frequent multi-character runs of train (WikiText's `` \\n `` line
+break becomes one token, much like the classic ``<eos>``).
+
+* ``word:N``: a word outside the vocabulary becomes ``<unk>``. This loses the
+  word, so the scheme is lossy wherever a text has such words; the literal
+  word ``<unk>`` of WikiText maps to the same token.
+* ``word-open:N``: a word outside the vocabulary is spelled as ``<oov>``
+  followed by its UTF-8 bytes, so the scheme is lossless.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+
+from bench.fileio import text_bytes
+from tokenizers_study.base import BOS, LossReport, SchemeSpec, Tokenizer, decode_bytes
+
+UNK = "<unk>"
+OOV = "<oov>"
+_SPLIT = re.compile(r"(\s+)")
+_MAX_WHITESPACE_RUNS = 64
+
+
+def whitespace_characters() -> list[str]:
+    """Every code point Python treats as whitespace (what ``str.split`` splits on)."""
+    return [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+
+
+class _WordTokenizer(Tokenizer):
+    open_vocabulary: ClassVar[bool]
+
+    def __init__(self, spec: SchemeSpec, words: list[str], whitespace: list[str]):
+        super().__init__(spec)
+        # In the closed vocabulary the word <unk> *is* the unknown token (id 1), not a second entry.
+        self.words = [w for w in words if self.open_vocabulary or w != UNK]
+        self.whitespace = list(whitespace)  # single characters first, then learned runs
+        self._build()
+
+    def _build(self) -> None:
+        specials = [BOS, OOV if self.open_vocabulary else UNK]
+        self.n_specials = len(specials)
+        self.byte_base = len(specials)
+        n_bytes = 256 if self.open_vocabulary else 0
+        self.ws_base = self.byte_base + n_bytes
+        self.word_base = self.ws_base + len(self.whitespace)
+        self.ws_ids = {w: self.ws_base + i for i, w in enumerate(self.whitespace)}
+        self.word_ids = {w: self.word_base + i for i, w in enumerate(self.words)}
+        self.max_run = max(len(w) for w in self.whitespace)
+        if not self.open_vocabulary:
+            self.word_ids[UNK] = 1
+        self._vocab_size = self.word_base + len(self.words)
+
+    # ---- training and state ---------------------------------------------
+
+    @classmethod
+    def _train(cls, spec: SchemeSpec, text: str) -> "_WordTokenizer":
+        counts = Counter(text.split())
+        words = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[: spec.size]]
+        runs = Counter(r for r in _SPLIT.findall(text) if len(r) > 1)
+        frequent = [r for r, n in sorted(runs.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2]
+        whitespace = whitespace_characters() + frequent[:_MAX_WHITESPACE_RUNS]
+        return cls(spec, words, whitespace)
+
+    def state(self) -> dict:
+        return {"words": self.words, "whitespace": self.whitespace}
+
+    @classmethod
+    def from_state(cls, spec: SchemeSpec, state: dict) -> "_WordTokenizer":
+        return cls(spec, state["words"], state["whitespace"])
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab_size
+
+    @property
+    def bos_id(self) -> int:
+        return 0
+
+    # ---- encoding -------------------------------------------------------
+
+    def _encode_whitespace(self, run: str, out: list[int]) -> None:
+        i = 0
+        while i < len(run):
+            for length in range(min(self.max_run, len(run) - i), 0, -1):
+                token = self.ws_ids.get(run[i:i + length])
+                if token is not None:
+                    out.append(token)
+                    i += length
+                    break
+            else:  # pragma: no cover - every whitespace character is in the vocabulary
+                raise AssertionError(f"whitespace {run[i]!r} missing from the vocabulary")
+
+    def _encode_unknown(self, word: str, out: list[int]) -> None:
+        raise NotImplementedError
+
+    def _encode(self, text: str) -> list[int]:
+        parts = _SPLIT.split(text)  # word, run, word, run, ..., word (edge words may be "")
+        out: list[int] = []
+        word_ids = self.word_ids
+        last = len(parts) - 1
+        for k, part in enumerate(parts):
+            if k % 2 == 0:
+                if part:
+                    token = word_ids.get(part)
+                    if token is None:
+                        self._encode_unknown(part, out)
+                    else:
+                        out.append(token)
+            elif not (part == " " and parts[k - 1] and k < last and parts[k + 1]):
+                self._encode_whitespace(part, out)
+        return out
+
+    # ---- decoding -------------------------------------------------------
+
+    @cached_property
+    def _surface(self) -> list[str | None]:
+        """Surface string of each id; None for ids with special decoding."""
+        table: list[str | None] = [None] * self.vocab_size
+        for w, i in self.ws_ids.items():
+            table[i] = w
+        for i, w in enumerate(self.words):
+            table[self.word_base + i] = w
+        if not self.open_vocabulary:
+            table[1] = UNK
+        return table
+
+    def decode(self, ids) -> str:
+        surface = self._surface
+        out: list[str] = []
+        pending = bytearray()
+        after_word = False
+        in_spelling = False
+        for i in np.asarray(ids).tolist():
+            if in_spelling and self.byte_base <= i < self.ws_base:
+                pending.append(i - self.byte_base)
+                continue
+            if in_spelling:
+                out.append(decode_bytes(pending))
+                pending.clear()
+                in_spelling = False
+            if i == 0:
+                continue
+            if i >= self.word_base or (i == 1 and not self.open_vocabulary):
+                if after_word:
+                    out.append(" ")
+                out.append(surface[i])
+                after_word = True
+            elif i >= self.ws_base:
+                out.append(surface[i])
+                after_word = False
+            elif i == 1:  # <oov>: a word spelled in bytes follows
+                if after_word:
+                    out.append(" ")
+                in_spelling = True
+                after_word = True
+        if in_spelling:
+            out.append(decode_bytes(pending))
+        return "".join(out)
+
+
+class WordTokenizer(_WordTokenizer):
+    family = "word"
+    min_size = 1
+    min_size_why = "at least one word"
+    open_vocabulary = False
+    lossless_scheme = False
+
+    @property
+    def unk_id(self) -> int:
+        return 1
+
+    def byte_id(self, value: int) -> int:
+        raise ValueError("word:N has no byte tokens; unknown words become <unk>")
+
+    def fallback_ids(self) -> np.ndarray:
+        return np.zeros(0, dtype=np.int64)
+
+    def _encode_unknown(self, word: str, out: list[int]) -> None:
+        out.append(1)
+
+    def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
+        """Whitespace is always kept; what is lost is every word outside the vocabulary."""
+        lost = [w for w in text.split() if w not in self.word_ids]
+        if not lost:
+            return LossReport(True)
+        lost_bytes = sum(len(text_bytes(w)) for w in lost)
+        return LossReport(False, lost_words=len(lost), lost_bytes=lost_bytes,
+                          detail=f"{len(lost):,} words outside the vocabulary decode as <unk>")
+
+
+class OpenWordTokenizer(_WordTokenizer):
+    family = "word-open"
+    min_size = 1
+    min_size_why = "at least one word"
+    open_vocabulary = True
+
+    def byte_id(self, value: int) -> int:
+        return self.byte_base + value
+
+    def fallback_ids(self) -> np.ndarray:
+        return np.arange(1, self.ws_base, dtype=np.int64)  # <oov> and the bytes that follow it
+
+    def _encode_unknown(self, word: str, out: list[int]) -> None:
+        out.append(1)
+        out.extend(self.byte_base + b for b in text_bytes(word))
