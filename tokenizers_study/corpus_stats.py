@@ -49,7 +49,7 @@ def _notes(result: StatsResult) -> str:
     unverified = [s for s, d in result.splits.items() if not d.verified]
     if unverified:
         lines.append(f"UNVERIFIED data: {result.dataset} {', '.join(unverified)} "
-                     "do not match the official files; every row computed from them says verified: NO "
+                     "is not the official file; every row computed from it says verified: NO "
                      "(tokenizers are trained on train, so an unverified train split marks every row).")
     lossy = sorted({r.scheme for r in result.records if not r.lossless})
     if lossy:
