@@ -27,8 +27,10 @@ data_app = typer.Typer(help="Corpora: fetch from the official source or a mirror
                        no_args_is_help=True)
 tokenize_app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.",
                            no_args_is_help=True)
+models_app = typer.Typer(help="Model families and their presets: sizes, parameters, FLOPs.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 app.add_typer(tokenize_app, name="tokenize")
+app.add_typer(models_app, name="models")
 
 DATA_DIR_HELP = "Data folder (default: $BENCH_DATA_DIR or ./data)."
 DataDirOption = typer.Option(None, "--data-dir", help=DATA_DIR_HELP, show_default=False)
@@ -180,6 +182,121 @@ def tokenize_stats(
         print(stats_table(result))
 
 
+# --------------------------------------------------------------------------- models, training, evaluation
+
+MODEL_HELP = "Model: sha-rnn, lstm or transformer."
+PRESET_HELP = "Preset: tiny (seconds on CPU), small (minutes on CPU) or paper (GPU)."
+SET_HELP = ("KEY=VALUE: override any model or training field of the preset (e.g. --set attention=all, "
+            "--set max_steps=500, --set lr=1e-3). Repeatable.")
+
+
+def _metrics_table(metrics: dict) -> str:
+    from bench.tables import text_table
+
+    rows = [{"split": split, **values} for split, values in metrics.items()]
+    columns = ["split", "bits_per_byte", "bits_per_char", "word_perplexity", "word_perplexity_eos",
+               "token_perplexity", "n_tokens", "n_bytes", "lossless"]
+    return text_table(rows, columns)
+
+
+@app.command("train")
+def train_command(
+    model: str = typer.Option("sha-rnn", "--model", help=MODEL_HELP),
+    preset: str = typer.Option("tiny", "--preset", help=PRESET_HELP),
+    tokenizer: str = typer.Option("byte", "--tokenizer", help="Tokenization scheme, e.g. byte, bpe:4096, "
+                                  "word-open:33278."),
+    dataset: str = typer.Option("wikitext-2", "--dataset", help="Corpus (fetched with `bench data fetch`)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    settings: List[str] = typer.Option([], "--set", help=SET_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: runs/<model>-<preset>-"
+                                       "<tokenizer>-<dataset>-s<seed>). Running again resumes or reuses it."),
+    data_dir: Optional[Path] = DataDirOption,
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
+) -> None:
+    """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
+    from bench.spec import RunSpec
+    from bench.train import RESULT, train
+
+    spec = RunSpec(model=model, preset=preset, tokenizer=tokenizer, dataset=dataset, seed=seed,
+                   overrides=_parse_pairs(settings, "--set"), data_dir=str(data_dir) if data_dir else None,
+                   out_dir=str(out) if out else None)
+    result = train(spec, show_progress=not quiet)
+    if as_json:
+        print(json.dumps(result, indent=2))
+        return
+    training = result["training"]
+    print(f"{result['model']['name']} ({result['model']['params_total']:,} parameters) on "
+          f"{result['data']['corpus']} / {result['tokenizer']['scheme']}: {training['steps']} steps, "
+          f"{training['chars']:,.0f} training characters, {training['chars_per_second']:,.0f} char/s on "
+          f"{result['provenance']['device']['type']}")
+    print(_metrics_table(result["metrics"]))
+    for note in result["comparability_notes"]:
+        print(f"NOT COMPARABLE: {note}")
+    print(f"result: {Path(result['spec']['out_dir']) / RESULT}")
+
+
+@app.command("eval")
+def eval_command(
+    checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
+    split: str = typer.Option("test", "--split", help="train, valid or test."),
+    data_dir: Optional[Path] = DataDirOption,
+    streams: Optional[int] = typer.Option(None, "--streams", help="Parallel evaluation streams (default: the "
+                                          "run's eval_streams)."),
+    chunk: Optional[int] = typer.Option(None, "--chunk", help="Tokens per forward pass; the Transformer's stride."),
+    dump_token_losses: Optional[Path] = typer.Option(None, "--dump-token-losses", help="Save each token's NLL "
+                                                     "(nats) to this .npy file."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
+    from bench.inference import evaluate_checkpoint
+
+    report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses)
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{report['model']} / {report['tokenizer']} on {report['corpus']} {split}; layout {report['layout']}; "
+          f"data verified: {report['verified']}")
+    print(_metrics_table({split: {**report["metrics"], "lossless": report["lossless"]}}))
+
+
+@models_app.command("describe")
+def models_describe(
+    model: str = typer.Argument(..., help=MODEL_HELP),
+    preset: str = typer.Option("paper", "--preset", help=PRESET_HELP),
+    vocab_size: int = typer.Option(256, "--vocab-size", help="Vocabulary size (the tokenizer's)."),
+    settings: List[str] = typer.Option([], "--set", help=SET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Parameters (total and non-embedding) and estimated training FLOPs per token of a model."""
+    from bench.describe import describe_model
+
+    info = describe_model(model, preset, vocab_size, _parse_pairs(settings, "--set"))
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    for key, value in info.items():
+        print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")
+
+
+@app.command("sample")
+def sample_command(
+    checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
+    prompt: str = typer.Option("", "--prompt", help="Text to continue."),
+    tokens: int = typer.Option(200, "--tokens", help="Tokens to generate."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Softmax temperature."),
+    top_k: int = typer.Option(0, "--top-k", help="Sample among the k most likely tokens (0: all)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+) -> None:
+    """Generate text from a trained model."""
+    from bench.inference import printable, sample
+
+    if tokens < 1 or temperature <= 0:
+        raise BenchError("--tokens must be at least 1 and --temperature positive")
+    prompt_text, continuation = sample(checkpoint_path, prompt, tokens, temperature, top_k, seed)
+    print(printable(prompt_text + continuation))
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -210,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code or 1
     except BenchError as exc:
         _echo_err(f"error: {exc}")
-        return 1
+        return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
         _echo_err("interrupted")
         return 130

@@ -8,3 +8,5 @@ the fix. Bugs stay ordinary exceptions and keep their tracebacks.
 
 class BenchError(Exception):
     """A user-facing error: printed as ``error: <message>`` with a non-zero exit."""
+
+    exit_code = 1

@@ -1,0 +1,66 @@
+"""Checkpoints: state_dicts plus the spec, written atomically, never pickled modules.
+
+A *training* checkpoint (``checkpoint.pt``) holds everything needed to resume
+exactly: model, optimizer, the step and data position, the recurrent state
+carried between batches, and every random number generator. A *model*
+checkpoint (``best.pt``) holds the weights, the spec and the tokenizer, enough
+to evaluate or sample without the data folder's caches.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.errors import BenchError
+from bench.fileio import atomic_path
+
+FORMAT = 1
+
+
+def save(path: str | Path, payload: dict) -> None:
+    payload = {"format": FORMAT, **payload}
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load(path: str | Path) -> dict:
+    path = Path(path)
+    if path.is_dir():
+        for name in ("best.pt", "final.pt", "checkpoint.pt"):
+            if (path / name).is_file():
+                path = path / name
+                break
+    if not path.is_file():
+        raise BenchError(f"no checkpoint at {path}; give a .pt file or a run folder that has best.pt")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file
+        raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise BenchError(f"{path} is not a checkpoint of this toolkit (format {FORMAT})")
+    return payload
+
+
+def rng_state(jitter: np.random.Generator) -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "jitter": jitter.bit_generator.state}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict, jitter: np.random.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(_as_tuple(state["python"]))
+    jitter.bit_generator.state = state["jitter"]
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuple(value):
+    if isinstance(value, list):
+        return tuple(_as_tuple(v) for v in value)
+    return value

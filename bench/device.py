@@ -1,0 +1,72 @@
+"""Where a run executes: device choice, mixed precision, and a description for provenance."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from bench.errors import BenchError
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    """``auto``: CUDA when present, else MPS, else CPU."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise BenchError(f"bad device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise BenchError("device cuda was asked for but no CUDA GPU is available; use --set device=cpu")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise BenchError("device mps was asked for but is not available; use --set device=cpu")
+    return device
+
+
+def configure(device: torch.device) -> None:
+    """Fast defaults on CUDA: TF32 matrix products and cuDNN autotuning."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+
+
+def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
+    if precision == "float32":
+        return None
+    if precision == "bfloat16":
+        return torch.bfloat16
+    return torch.bfloat16 if device.type == "cuda" else None  # auto
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None):
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def describe(device: torch.device) -> dict:
+    info = {"type": device.type, "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}",
+                    memory_gb=round(props.total_memory / 2**30, 1), cuda=torch.version.cuda,
+                    cudnn=torch.backends.cudnn.version())
+    else:
+        import platform
+
+        info["name"] = platform.processor() or platform.machine()
+    return info
+
+
+def flatten_lstms(model: torch.nn.Module) -> None:
+    """Put every cuDNN LSTM's weights in one contiguous block (needed after moving to the GPU)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.LSTM):
+            module.flatten_parameters()

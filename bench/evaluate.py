@@ -1,0 +1,102 @@
+"""Score a whole split: the total negative log-likelihood of every token.
+
+The split's ``n`` tokens are cut into ``streams`` contiguous pieces that are
+processed side by side (a batch). Each piece starts from the document-start
+token ``<bos>`` with a fresh state, so *every* token is predicted, the first
+one included, and the pieces together score the split exactly once. Within a
+piece the text is fed ``chunk`` tokens at a time with the model's state carried
+from chunk to chunk (LSTM states, the SHA-RNN memory; for the Transformer, the
+window of previous tokens, so ``chunk`` is the sliding window's stride).
+Fewer streams means more context for the tokens at the start of each piece;
+the layout is recorded with every result.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench.device import autocast
+from bench.models.common import LanguageModel
+
+
+@dataclass
+class EvalLayout:
+    streams: int
+    chunk: int  # tokens per forward pass (the Transformer's stride)
+    window: int | None = None  # the Transformer's context (window) length; None for recurrent models
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class EvalResult:
+    total_nll_nats: float
+    n_tokens: int
+    seconds: float
+    layout: EvalLayout
+    token_nll: np.ndarray | None = None  # per-token NLL (nats), in text order, when asked for
+
+    @property
+    def mean_nll(self) -> float:
+        return self.total_nll_nats / self.n_tokens if self.n_tokens else math.nan
+
+
+def stream_bounds(n: int, streams: int) -> list[tuple[int, int]]:
+    """Cut n tokens into at most ``streams`` contiguous, nearly equal pieces."""
+    streams = max(1, min(streams, n))
+    base, extra = divmod(n, streams)
+    bounds, start = [], 0
+    for k in range(streams):
+        length = base + (1 if k < extra else 0)
+        bounds.append((start, start + length))
+        start += length
+    return bounds
+
+
+@torch.no_grad()
+def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: EvalLayout,
+                 device: torch.device, amp_dtype: torch.dtype | None = None,
+                 keep_token_nll: bool = False, max_tokens: int | None = None) -> EvalResult:
+    """Total NLL of ``ids`` (the first ``max_tokens`` of them if given) under ``model``."""
+    ids = np.asarray(ids[:max_tokens] if max_tokens else ids, dtype=np.int64)
+    n = len(ids)
+    start_time = time.perf_counter()
+    was_training = model.training
+    model.eval()
+    bounds = stream_bounds(n, layout.streams)
+    longest = max(b - a for a, b in bounds) if n else 0
+    inputs = np.full((len(bounds), longest), bos_id, dtype=np.int64)
+    targets = np.full((len(bounds), longest), -100, dtype=np.int64)  # -100: padding, not scored
+    for row, (a, b) in enumerate(bounds):
+        inputs[row, 0] = bos_id
+        inputs[row, 1:b - a] = ids[a:b - 1]
+        targets[row, :b - a] = ids[a:b]
+    inputs_t = torch.from_numpy(inputs).to(device)
+    targets_t = torch.from_numpy(targets).to(device)
+    token_nll = np.zeros((len(bounds), longest), dtype=np.float32) if keep_token_nll else None
+    total = torch.zeros((), dtype=torch.float64, device=device)
+    state = None
+    for t in range(0, longest, layout.chunk):
+        x = inputs_t[:, t:t + layout.chunk]
+        y = targets_t[:, t:t + layout.chunk]
+        with autocast(device, amp_dtype):
+            hidden, state = model(x, state)
+            logits = model.logits(hidden)
+        nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
+                              ignore_index=-100, reduction="none").view(y.shape)
+        total += nll.sum(dtype=torch.float64)
+        if token_nll is not None:
+            token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
+    per_token = None
+    if token_nll is not None:
+        per_token = np.concatenate([token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]) if n else \
+            np.zeros(0, dtype=np.float32)
+    model.train(was_training)
+    return EvalResult(float(total.item()), n, time.perf_counter() - start_time, layout, per_token)

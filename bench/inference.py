@@ -1,0 +1,105 @@
+"""Using a trained model: load a checkpoint, evaluate it on a split, sample text from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench import checkpoint
+from bench.cache import encoded_split
+from bench.datastore import open_split, resolve_data_dir
+from bench.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
+from bench.evaluate import EvalLayout, evaluate_ids
+from bench.metrics import normalize_counts, text_counts
+from bench.models import build_model, make_config
+from bench.models.common import LanguageModel
+from bench.spec import RunSpec, TrainConfig
+from tokenizers_study import Tokenizer, tokenizer_from_bytes
+
+
+@dataclass
+class Loaded:
+    model: LanguageModel
+    tokenizer: Tokenizer
+    spec: RunSpec
+    train: TrainConfig
+    device: torch.device
+    amp: torch.dtype | None
+    payload: dict
+
+
+def load_model(path: str | Path, device: str = "auto") -> Loaded:
+    payload = checkpoint.load(path)
+    resolved = payload["resolved"]
+    spec = RunSpec.from_json(resolved["spec"])
+    train = TrainConfig(**resolved["train"])
+    model = build_model(spec.model, make_config(spec.model, resolved["model"]))
+    model.load_state_dict(payload["model"])
+    dev = pick_device(device if device != "auto" else train.device)
+    configure(dev)
+    model.to(dev).eval()
+    flatten_lstms(model)
+    tokenizer = tokenizer_from_bytes(payload["tokenizer"].encode("ascii"))
+    return Loaded(model, tokenizer, spec, train, dev, autocast_dtype(dev, train.precision), payload)
+
+
+def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | Path | None = None,
+                        streams: int | None = None, chunk: int | None = None, device: str = "auto",
+                        dump: Path | None = None) -> dict:
+    loaded = load_model(path, device)
+    data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
+    split_data = open_split(loaded.spec.dataset, split, data_dir)
+    ids = encoded_split(loaded.tokenizer, split_data, data_dir)
+    text = split_data.read_text()
+    window = getattr(loaded.model.config, "context", None) if not loaded.model.carries_state_in_training else None
+    default_chunk = loaded.train.eval_chunk or (loaded.train.bptt if window is None else max(1, window // 2))
+    layout = EvalLayout(streams=streams or loaded.train.eval_streams, chunk=chunk or default_chunk, window=window)
+    result = evaluate_ids(loaded.model, ids, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
+                          keep_token_nll=dump is not None)
+    if dump is not None:
+        np.save(dump, result.token_nll)
+    metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **text_counts(text))
+    report = loaded.tokenizer.loss_report(text, np.asarray(ids))
+    return {
+        "checkpoint": str(path), "split": split, "corpus": loaded.spec.dataset,
+        "tokenizer": loaded.tokenizer.spec.name, "model": loaded.spec.model,
+        "layout": layout.to_json(), "metrics": metrics, "lossless": report.lossless,
+        "verified": split_data.verified, "data": split_data.provenance(),
+        "eval_seconds": result.seconds, "device": describe(loaded.device),
+    }
+
+
+@torch.no_grad()
+def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: float = 1.0, top_k: int = 0,
+           seed: int = 0, device: str = "auto") -> tuple[str, str]:
+    """Continue ``prompt``; returns (prompt, continuation) as texts."""
+    loaded = load_model(path, device)
+    model, tok = loaded.model, loaded.tokenizer
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    context = [tok.bos_id] + tok.encode(prompt).tolist()
+    x = torch.tensor([context], device=loaded.device)
+    state, out = None, []
+    window = getattr(model.config, "context", None) if not model.carries_state_in_training else None
+    for _ in range(max_tokens):
+        if window is not None and x.shape[1] > window:
+            x = x[:, -window:]
+        with autocast(loaded.device, loaded.amp):
+            hidden, state = model(x, state)
+            logits = model.logits(hidden[:, -1]).float().cpu()
+        logits = logits / max(temperature, 1e-6)
+        if top_k:
+            kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1, None]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        logits[..., tok.bos_id] = float("-inf")  # <bos> starts documents, it is never a continuation
+        next_id = int(torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator))
+        out.append(next_id)
+        x = torch.tensor([[next_id]], device=loaded.device)
+    return prompt, tok.decode(np.array(out))
+
+
+def printable(text: str) -> str:
+    """Undecodable bytes (lone surrogates) shown as U+FFFD so the text can be printed."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

@@ -1,0 +1,98 @@
+"""A stacked LSTM language model in the AWD-LSTM tradition (Merity et al., 2017).
+
+    tokens -> embedding (embedding dropout: whole rows dropped, ``dropoute``)
+           -> locked dropout (``dropouti``)
+           -> nlayers LSTMs, locked dropout between them (``dropouth``),
+              optional weight drop (DropConnect) on each hidden-to-hidden matrix (``wdrop``)
+           -> locked dropout (``dropout``) -> tied softmax (with bias)
+
+The last LSTM's width is ``emsize`` so that the softmax can share the
+embedding matrix. "Locked" (variational) dropout uses one mask per sequence,
+the same at every time step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bench.models.common import LanguageModel, State, run_lstm
+
+
+@dataclass
+class LSTMConfig:
+    vocab_size: int = 256
+    emsize: int = 400
+    nhid: int = 1150
+    nlayers: int = 3
+    dropout: float = 0.1  # locked dropout on the last layer's output
+    dropouth: float = 0.1  # locked dropout between LSTM layers
+    dropouti: float = 0.1  # locked dropout on the embeddings
+    dropoute: float = 0.0  # embedding dropout: probability of dropping a whole token type
+    wdrop: float = 0.0  # DropConnect on hidden-to-hidden weights
+
+    def __post_init__(self) -> None:
+        if self.nlayers < 1:
+            raise ValueError("nlayers must be at least 1")
+
+
+def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Dropout with one mask per sequence: x is [B, T, F], the mask is [B, 1, F]."""
+    if not training or p == 0.0:
+        return x
+    mask = x.new_empty(x.shape[0], 1, x.shape[2]).bernoulli_(1 - p) / (1 - p)
+    return x * mask
+
+
+def embedding_dropout(embedding: nn.Embedding, tokens: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Drop whole rows of the embedding matrix (every occurrence of a token type)."""
+    if not training or p == 0.0:
+        return embedding(tokens)
+    weight = embedding.weight
+    mask = weight.new_empty(weight.shape[0], 1).bernoulli_(1 - p) / (1 - p)
+    return F.embedding(tokens, weight * mask)
+
+
+class LSTMLM(LanguageModel):
+    """State: one batch-first ``(h, c)`` per layer."""
+
+    def __init__(self, config: LSTMConfig):
+        super().__init__()
+        self.config = config
+        c = config
+        self.embedding = nn.Embedding(c.vocab_size, c.emsize)
+        sizes = [c.emsize] + [c.nhid] * (c.nlayers - 1) + [c.emsize]
+        self.lstms = nn.ModuleList(nn.LSTM(sizes[i], sizes[i + 1], batch_first=True) for i in range(c.nlayers))
+        self.output_bias = nn.Parameter(torch.zeros(c.vocab_size))
+        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.embedding.weight, self.output_bias)
+
+    def _hidden_weights(self, lstm: nn.LSTM) -> dict:
+        if not self.training or self.config.wdrop == 0.0:
+            return {}
+        return {"weight_hh_l0": F.dropout(lstm.weight_hh_l0, self.config.wdrop, True)}
+
+    def forward(self, tokens: torch.Tensor, state: State = None):
+        c = self.config
+        states = state if state is not None else [None] * len(self.lstms)
+        h = embedding_dropout(self.embedding, tokens, c.dropoute, self.training)
+        h = locked_dropout(h, c.dropouti, self.training)
+        new_states = []
+        for i, (lstm, layer_state) in enumerate(zip(self.lstms, states)):
+            h, layer_state = run_lstm(lstm, h, layer_state, **self._hidden_weights(lstm))
+            new_states.append(layer_state)
+            last = i == len(self.lstms) - 1
+            h = locked_dropout(h, c.dropout if last else c.dropouth, self.training)
+        return h, new_states
+
+    def embedding_params(self) -> int:
+        return self.embedding.weight.numel()
+
+    def flops_per_token(self, segment: int) -> float:
+        matrices = sum(4 * lstm.hidden_size * (lstm.input_size + lstm.hidden_size) for lstm in self.lstms)
+        return 2 * matrices + 2 * self.config.emsize * self.config.vocab_size

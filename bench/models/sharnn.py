@@ -1,0 +1,236 @@
+"""SHA-RNN: the Single Headed Attention RNN of Merity (2019), in plain PyTorch.
+
+A port of the model in the reference implementation (Smerity/sha-rnn,
+``model.py``), read and rewritten, without apex. Tensors are batch-first
+``[batch, time, features]``.
+
+Architecture (E = ``emsize``, H = ``nhid``)::
+
+    tokens -> embedding (tied with the softmax) -> dropout(dropouti)
+    nlayers x block:
+        h = LayerNorm(h)
+        h = dropout(LSTM(h))                # the LSTM output *replaces* the stream
+        if the block has attention:         # (the reference builds blocks with residual=False)
+            mem_in = LayerNorm_mem(h); h = LayerNorm_query(h)
+            keys/values = [memory ; mem_in]  # memory: past mem_in, carried across segments
+            h = h + dropout(attention(h, keys/values))
+        h, x = LayerNorm_ff(h), LayerNorm_ff_in(h)
+        h = h + dropout(Boom(x))
+    -> dropout(dropout) -> tied softmax (with bias)
+
+* **Boom**: Linear E -> H, ``x * sigmoid(1.702 x)``, dropout, then the H-wide
+  vector cut into H/E chunks of width E which are summed (no second matrix).
+* **Attention** (one head): query = LayerNorm(Linear(h)); keys = values =
+  [memory ; LayerNorm(h)]; learned sigmoid gates on query, key and value; the
+  value gate comes from the "over-parameterised" vector: a Linear E -> 2E applied
+  to sigmoid(v), split into candidate c and gate f, giving sigmoid(f) * tanh(c).
+  Dropout on query, value and the attention weights; scaled dot product;
+  causal inside the segment, every memory position visible. No positional
+  embedding. The memory keeps at most ``max_memory`` positions in all
+  (memory plus the current segment), 5000 in the reference.
+* ``attention``: ``"second-last"`` puts the head in the second-last block only
+  (the paper's single-head model), ``"all"`` in every block, ``"none"`` nowhere.
+
+Initialisation as in the reference: embedding and Linear weights from
+N(0, 0.1/sqrt(E)), biases zero, gates zero (so sigmoid gates start at 0.5);
+LSTMs keep PyTorch's default. The reference's LayerNorms (apex
+``FusedLayerNorm``) are not ``nn.LayerNorm`` instances, so its init function
+never touched them: they start at gain 1, bias 0, and so do ours.
+
+Left out because they never take part in the reference's forward pass: the
+``r`` output gate it marks as a bug (``Attention.r``, ``r_gate``), the unused
+``qkvs`` gate vector, the never-used ``lnout`` LayerNorm of every block, the
+``k``/``v`` Linears (disabled there), and embedding dropout ``dropoute``
+(parsed by its ``main.py`` but never applied by this model). The parameter
+count therefore equals the reference's count of parameters that receive a
+gradient (see ``tests/test_models.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bench.models.common import LanguageModel, State, run_lstm
+
+Attention = Literal["second-last", "all", "none"]
+
+
+@dataclass
+class SHARNNConfig:
+    vocab_size: int = 256
+    emsize: int = 1024
+    nhid: int = 4096
+    nlayers: int = 4
+    attention: Attention = "second-last"
+    dropout: float = 0.1  # on the last block's output
+    dropouth: float = 0.1  # inside blocks: after LSTM, attention, Boom; on query, value, attention weights
+    dropouti: float = 0.1  # on the input embeddings
+    max_memory: int = 5000  # attention positions in all: carried memory plus current segment
+
+    def __post_init__(self) -> None:
+        if self.nhid % self.emsize:
+            raise ValueError(f"nhid ({self.nhid}) must be a multiple of emsize ({self.emsize}) for the Boom layer")
+        if self.attention not in ("second-last", "all", "none"):
+            raise ValueError(f"attention must be second-last, all or none, not {self.attention!r}")
+
+    def has_attention(self, layer: int) -> bool:
+        if self.attention == "all":
+            return True
+        if self.attention == "second-last":
+            return layer == max(self.nlayers - 2, 0)
+        return False
+
+
+def gelu_sigmoid(x: torch.Tensor) -> torch.Tensor:
+    """The sigmoid approximation of GELU used by the reference."""
+    return x * torch.sigmoid(1.702 * x)
+
+
+def layer_norm(width: int) -> nn.LayerNorm:
+    return nn.LayerNorm(width, eps=1e-12)
+
+
+class Boom(nn.Module):
+    """Linear up to ``nhid``, GELU, dropout, then sum the ``nhid/emsize`` chunks back to ``emsize``."""
+
+    def __init__(self, emsize: int, nhid: int, dropout: float):
+        super().__init__()
+        self.up = nn.Linear(emsize, nhid)
+        self.dropout = nn.Dropout(dropout)
+        self.emsize = emsize
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.dropout(gelu_sigmoid(self.up(x)))
+        return x.view(*x.shape[:-1], -1, self.emsize).sum(dim=-2)
+
+
+class SingleHeadAttention(nn.Module):
+    def __init__(self, emsize: int, dropout: float):
+        super().__init__()
+        self.query = nn.Linear(emsize, emsize)
+        self.query_norm = layer_norm(emsize)
+        self.query_gate = nn.Parameter(torch.zeros(emsize))
+        self.key_gate = nn.Parameter(torch.zeros(emsize))
+        self.value_gate = nn.Parameter(torch.zeros(emsize))
+        # The over-parameterised value gate: sigmoid(v) -> Linear(E, 2E) -> (c, f) -> sigmoid(f) * tanh(c).
+        self.value_gate_overparam = nn.Linear(emsize, 2 * emsize)
+        self.dropout = dropout
+        self.emsize = emsize
+
+    def value_gate_vector(self) -> torch.Tensor:
+        c, f = self.value_gate_overparam(torch.sigmoid(self.value_gate)).chunk(2, dim=-1)
+        return torch.sigmoid(f) * torch.tanh(c)
+
+    def forward(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """h: [B, T, E] queries; keys_values: [B, M+T, E]; mask: [T, M+T] boolean, True = may attend."""
+        p = self.dropout if self.training else 0.0
+        q = torch.sigmoid(self.query_gate) * self.query_norm(self.query(h))
+        k = torch.sigmoid(self.key_gate) * keys_values
+        v = self.value_gate_vector() * keys_values
+        q, v = F.dropout(q, p, self.training), F.dropout(v, p, self.training)
+        out = F.scaled_dot_product_attention(
+            q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), attn_mask=mask, dropout_p=p,
+            scale=1.0 / math.sqrt(self.emsize),
+        )
+        return out.squeeze(1)
+
+
+class SHABlock(nn.Module):
+    def __init__(self, config: SHARNNConfig, attention: bool):
+        super().__init__()
+        E = config.emsize
+        self.input_norm = layer_norm(E)
+        self.lstm = nn.LSTM(E, E, batch_first=True)
+        self.attention = SingleHeadAttention(E, config.dropouth) if attention else None
+        if attention:
+            self.memory_norm = layer_norm(E)
+            self.query_norm = layer_norm(E)
+        self.ff_norm = layer_norm(E)
+        self.ff_input_norm = layer_norm(E)
+        self.boom = Boom(E, config.nhid, config.dropouth)
+        self.dropout = nn.Dropout(config.dropouth)
+
+    def forward(self, h, lstm_state, memory, mask, max_memory):
+        x, lstm_state = run_lstm(self.lstm, self.input_norm(h), lstm_state)
+        h = self.dropout(x)
+        new_memory = None
+        if self.attention is not None:
+            mem_in = self.memory_norm(h)
+            h = self.query_norm(h)
+            keys_values = mem_in if memory is None else torch.cat([memory, mem_in], dim=1)
+            new_memory = keys_values[:, -max_memory:]
+            h = h + self.dropout(self.attention(h, keys_values, mask))
+        h, x = self.ff_norm(h), self.ff_input_norm(h)
+        h = h + self.dropout(self.boom(x))
+        return h, lstm_state, new_memory
+
+
+class SHARNN(LanguageModel):
+    """State: one ``(h, c)`` per block and one memory tensor per attention block (None elsewhere)."""
+
+    def __init__(self, config: SHARNNConfig):
+        super().__init__()
+        self.config = config
+        E = config.emsize
+        self.embedding = nn.Embedding(config.vocab_size, E)
+        self.input_dropout = nn.Dropout(config.dropouti)
+        self.blocks = nn.ModuleList(SHABlock(config, config.has_attention(i)) for i in range(config.nlayers))
+        self.output_dropout = nn.Dropout(config.dropout)
+        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = 0.1 / math.sqrt(self.config.emsize)
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, 0.0, std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.embedding.weight, self.output_bias)
+
+    def forward(self, tokens: torch.Tensor, state: State = None):
+        """tokens: [B, T] -> (hidden [B, T, E], new state)."""
+        B, T = tokens.shape
+        n = len(self.blocks)
+        lstm_states, memories = state if state is not None else ([None] * n, [None] * n)
+        max_memory = self.config.max_memory
+        # Keep at most max_memory positions in all: memory trimmed to make room for this segment.
+        keep = max(max_memory - T, 0)
+        memories = [m[:, m.shape[1] - min(keep, m.shape[1]):] if m is not None else None for m in memories]
+        mem_len = max((m.shape[1] for m in memories if m is not None), default=0)
+        mask = None
+        if any(b.attention is not None for b in self.blocks):
+            causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
+            mask = torch.cat([torch.ones(T, mem_len, dtype=torch.bool, device=tokens.device), causal], dim=1)
+        h = self.input_dropout(self.embedding(tokens))
+        new_lstm, new_mem = [], []
+        for block, lstm_state, memory in zip(self.blocks, lstm_states, memories):
+            h, lstm_state, memory = block(h, lstm_state, memory, mask, max_memory)
+            new_lstm.append(lstm_state)
+            new_mem.append(memory)
+        return self.output_dropout(h), (new_lstm, new_mem)
+
+    def embedding_params(self) -> int:
+        return self.embedding.weight.numel()
+
+    def flops_per_token(self, segment: int) -> float:
+        """Forward FLOPs per token (a multiply-add counts 2) when training on segments of ``segment`` tokens.
+
+        With the memory full, a query attends to the memory plus the causal part of
+        its segment: on average ``max_memory - segment + (segment + 1) / 2`` positions.
+        """
+        c = self.config
+        E, H = c.emsize, c.nhid
+        per_block = 2 * 8 * E * E + 2 * E * H  # LSTM input and hidden matrices; Boom
+        segment = min(segment, c.max_memory)
+        attended = c.max_memory - segment + (segment + 1) / 2
+        attention = 2 * E * E + 4 * attended * E  # query Linear; scores and mix over the attended positions
+        n_attention = sum(c.has_attention(i) for i in range(c.nlayers))
+        return c.nlayers * per_block + n_attention * attention + 2 * E * c.vocab_size

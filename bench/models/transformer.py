@@ -1,0 +1,163 @@
+"""A decoder-only, pre-LayerNorm Transformer language model.
+
+    tokens -> embedding (+ learned positions, unless rotary) -> dropout
+           -> nlayers x [ x + attn(LN(x)) ; x + MLP(LN(x)) ] -> LN -> tied softmax (with bias)
+
+Attention is causal ``scaled_dot_product_attention`` (flash kernels on GPU);
+the MLP is Linear d -> ``mlp_ratio``·d, GELU, Linear back. Positions are either
+learned absolute embeddings or rotary (applied to queries and keys).
+
+Long texts are evaluated with a sliding window. The state is the window of
+previous tokens (at most ``context - 1``): a forward pass prepends it, so
+scoring a text in chunks of ``stride`` tokens gives every token at least
+``context - stride`` tokens of context. A Transformer does not carry state
+from one training batch to the next.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bench.models.common import LanguageModel, State
+
+
+@dataclass
+class TransformerConfig:
+    vocab_size: int = 256
+    d_model: int = 512
+    nlayers: int = 8
+    nheads: int = 8
+    mlp_ratio: float = 4.0
+    context: int = 1024  # longest window (positions) the model sees
+    positions: Literal["learned", "rotary"] = "rotary"
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.nheads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of nheads ({self.nheads})")
+        if self.positions not in ("learned", "rotary"):
+            raise ValueError(f"positions must be learned or rotary, not {self.positions!r}")
+        if self.positions == "rotary" and (self.d_model // self.nheads) % 2:
+            raise ValueError("rotary positions need an even head width (d_model / nheads)")
+
+    @property
+    def mlp_width(self) -> int:
+        return int(round(self.mlp_ratio * self.d_model))
+
+
+def rotary_tables(length: int, dim: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim))
+    angles = torch.outer(torch.arange(length, device=device, dtype=torch.float32), inv_freq)
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs (x[..., :d/2], x[..., d/2:]) by position-dependent angles; x is [B, H, T, d]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
+        self.out = nn.Linear(config.d_model, config.d_model)
+        self.nheads = config.nheads
+        self.dropout = config.dropout
+        self.rotary = config.positions == "rotary"
+
+    def forward(self, x: torch.Tensor, rotary: tuple | None) -> torch.Tensor:
+        B, T, D = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.nheads, D // self.nheads).permute(2, 0, 3, 1, 4)
+        if rotary is not None:
+            q, k = apply_rotary(q, *rotary), apply_rotary(k, *rotary)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=self.dropout if self.training else 0.0)
+        return self.out(y.transpose(1, 2).reshape(B, T, D))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(config.d_model)
+        self.attn = CausalSelfAttention(config)
+        self.mlp_norm = nn.LayerNorm(config.d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(config.d_model, config.mlp_width), nn.GELU(), nn.Linear(config.mlp_width, config.d_model)
+        )
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, rotary: tuple | None) -> torch.Tensor:
+        x = x + self.dropout(self.attn(self.attn_norm(x), rotary))
+        return x + self.dropout(self.mlp(self.mlp_norm(x)))
+
+
+class TransformerLM(LanguageModel):
+    """State: the previous tokens of the window, ``[B, K]`` with ``K < context``."""
+
+    carries_state_in_training = False
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.positions = nn.Embedding(config.context, config.d_model) if config.positions == "learned" else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.nlayers))
+        self.final_norm = nn.LayerNorm(config.d_model)
+        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2: scale the residual projections by depth
+            if name.endswith("attn.out.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * config.nlayers))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, 0.0, 0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.embedding.weight, self.output_bias)
+
+    def forward(self, tokens: torch.Tensor, state: State = None):
+        B, T = tokens.shape
+        context = self.config.context
+        if T > context:
+            raise ValueError(f"segment of {T} tokens exceeds the model's context of {context}")
+        previous = state if state is not None else tokens[:, :0]
+        previous = previous[:, previous.shape[1] - min(previous.shape[1], context - T):]
+        window = torch.cat([previous, tokens], dim=1)
+        n = window.shape[1]
+        x = self.embedding(window)
+        rotary = None
+        if self.positions is not None:
+            x = x + self.positions(torch.arange(n, device=tokens.device))
+        else:
+            rotary = rotary_tables(n, self.config.d_model // self.config.nheads, tokens.device)
+        x = self.dropout(x)
+        for block in self.blocks:
+            x = block(x, rotary)
+        hidden = self.final_norm(x[:, n - T:])
+        new_state = window[:, window.shape[1] - min(window.shape[1], context - 1):]
+        return hidden, new_state
+
+    def embedding_params(self) -> int:
+        n = self.embedding.weight.numel()
+        return n + (self.positions.weight.numel() if self.positions is not None else 0)
+
+    def flops_per_token(self, segment: int) -> float:
+        """Forward FLOPs per token on windows of ``segment`` tokens (a causal query attends to (T+1)/2 on average)."""
+        c = self.config
+        d = c.d_model
+        attended = (min(segment, c.context) + 1) / 2
+        per_layer = 2 * (4 * d * d + 2 * d * c.mlp_width) + 4 * attended * d
+        return c.nlayers * per_layer + 2 * d * c.vocab_size

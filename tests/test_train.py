@@ -1,0 +1,204 @@
+"""The training engine on a small corpus: results, resume, checkpoints, evaluation, CLI."""
+
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from bench import datastore
+from bench.corpora import SPLITS
+from bench.errors import BenchError
+from bench.inference import evaluate_checkpoint, load_model, sample
+from bench.spec import RunSpec
+from bench.train import Trainer, TrainingDiverged, TrainingInterrupted, train
+from tests.conftest import synthetic_text
+from tests.test_cli import assert_one_line_error, bench
+
+FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
+        "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpus")
+    paths = {}
+    for i, split in enumerate(SPLITS):
+        paths[split] = root / f"{split}.txt"
+        paths[split].write_text(synthetic_text(n_lines=300 if split == "train" else 60, seed=i))
+    data = root / "data"
+    datastore.add_user_corpus("toy", paths, data)
+    return data
+
+
+def spec(data_dir, out, model="sha-rnn", tokenizer="byte", **overrides):
+    settings = dict(FAST)
+    if model == "lstm":
+        settings.update(nhid=24)
+    if model == "transformer":
+        settings = {k: v for k, v in settings.items() if k not in ("emsize", "nhid", "eval_chunk")}
+        settings.update(d_model=16, nheads=2)
+    settings.update(overrides)
+    return RunSpec(model=model, preset="tiny", tokenizer=tokenizer, dataset="toy", seed=3, overrides=settings,
+                   data_dir=str(data_dir), out_dir=str(out))
+
+
+def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
+    result = train(spec(data_dir, tmp_path / "run"), show_progress=False)
+    assert result["status"] == "completed"
+    for split in ("valid", "test"):
+        m = result["metrics"][split]
+        for key in ("total_nll_nats", "n_tokens", "n_bytes", "n_chars", "n_words", "n_lines", "bits_per_byte",
+                    "bits_per_char", "token_perplexity", "word_perplexity", "word_perplexity_eos"):
+            assert key in m
+        text = (data_dir / "toy" / f"{split}.txt").read_text()
+        assert m["n_bytes"] == len(text.encode()) == m["n_tokens"]  # byte scheme: every byte scored
+        assert m["bits_per_byte"] < 8.0  # better than uniform after a few steps
+    assert result["model"]["params_total"] > result["model"]["params_non_embedding"] > 0
+    assert result["training"]["steps"] == 12 and result["training"]["chars_per_second"] > 0
+    assert result["evaluation"]["layout"] == {"streams": 4, "chunk": 32, "window": None}
+    assert result["data"]["splits"]["test"]["sha256"] and result["data"]["verified"] is False
+    assert result["provenance"]["git"]["commit"] and result["provenance"]["device"]["type"] == "cpu"
+    assert result["tokenizer"]["hash"] and result["resolved"]["model"]["emsize"] == 16
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert any("valid_bits_per_char" in r for r in log) and any("train_loss" in r for r in log)
+    # A finished run is not trained again.
+    again = train(spec(data_dir, tmp_path / "run"), show_progress=False)
+    assert again["provenance"]["finished_at"] == result["provenance"]["finished_at"]
+
+
+def _final_weights(out):
+    return torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+
+
+RESUME = {"dropout": 0.1, "dropouth": 0.1, "dropouti": 0.1, "seq_jitter": True}
+
+
+@pytest.mark.slow
+def test_resume_after_a_signal_gives_the_same_run(data_dir, tmp_path, monkeypatch):
+    reference = train(spec(data_dir, tmp_path / "a", **RESUME), show_progress=False)
+
+    original = Trainer.train_step
+
+    def step_then_signal(self):
+        loss = original(self)
+        if self.progress.step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return loss
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    with pytest.raises(TrainingInterrupted, match="run the same command again to resume"):
+        train(spec(data_dir, tmp_path / "b", **RESUME), show_progress=False)
+    interrupted_at = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["progress"]["step"]
+    assert 5 <= interrupted_at < 12
+    monkeypatch.setattr(Trainer, "train_step", original)
+    resumed = train(spec(data_dir, tmp_path / "b", **RESUME), show_progress=False)
+
+    a, b = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "b")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    for split in ("valid", "test"):
+        assert resumed["metrics"][split]["total_nll_nats"] == reference["metrics"][split]["total_nll_nats"]
+
+
+@pytest.mark.slow
+def test_resume_after_a_crash_from_the_last_periodic_checkpoint(data_dir, tmp_path, monkeypatch):
+    reference = train(spec(data_dir, tmp_path / "a", **RESUME), show_progress=False)
+    original = Trainer.train_step
+
+    def crash_at_step_seven(self):
+        if self.progress.step == 7:
+            raise RuntimeError("killed")  # no checkpoint is written: the last one is step 4's
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "train_step", crash_at_step_seven)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(spec(data_dir, tmp_path / "c", **RESUME), show_progress=False)
+    assert torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=True)["progress"]["step"] == 4
+    monkeypatch.setattr(Trainer, "train_step", original)
+    resumed = train(spec(data_dir, tmp_path / "c", **RESUME), show_progress=False)
+    a, c = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "c")
+    assert all(torch.equal(a[k], c[k]) for k in a)
+    assert resumed["metrics"]["test"]["total_nll_nats"] == reference["metrics"]["test"]["total_nll_nats"]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "c" / "log.jsonl").read_text().splitlines()]
+    assert steps == sorted(steps)  # the crashed run's extra log lines were dropped on resume
+
+
+@pytest.mark.parametrize("model", ["lstm", "transformer"])
+def test_baselines_train_and_evaluate(data_dir, tmp_path, model):
+    result = train(spec(data_dir, tmp_path / model, model=model, tokenizer="bpe:300"), show_progress=False)
+    assert result["metrics"]["test"]["bits_per_byte"] < 8.0
+    if model == "transformer":
+        assert result["evaluation"]["layout"]["window"] == 16 and result["evaluation"]["layout"]["chunk"] == 8
+
+
+def test_checkpoint_round_trip_and_eval_reproduces_the_result(data_dir, tmp_path):
+    out = tmp_path / "run"
+    result = train(spec(data_dir, out, tokenizer="word-open:100"), show_progress=False)
+    loaded = load_model(out / "best.pt")
+    assert loaded.tokenizer.spec.name == "word-open:100" and loaded.spec.model == "sha-rnn"
+    report = evaluate_checkpoint(out, "test", data_dir)
+    assert report["metrics"]["total_nll_nats"] == pytest.approx(result["metrics"]["test"]["total_nll_nats"], rel=1e-12)
+    assert report["metrics"]["bits_per_char"] == pytest.approx(result["metrics"]["test"]["bits_per_char"], rel=1e-12)
+    dump = tmp_path / "nll.npy"
+    report = evaluate_checkpoint(out, "test", data_dir, dump=dump)
+    token_nll = np.load(dump)
+    assert len(token_nll) == report["metrics"]["n_tokens"]
+    assert token_nll.sum() == pytest.approx(report["metrics"]["total_nll_nats"], rel=1e-5)
+    prompt, continuation = sample(out, "the game", max_tokens=5, seed=1)
+    assert isinstance(continuation, str) and continuation
+
+
+def test_closed_vocabulary_results_are_labelled_not_comparable(data_dir, tmp_path):
+    result = train(spec(data_dir, tmp_path / "run", tokenizer="word:20"), show_progress=False)
+    assert result["comparable"] is False
+    assert any("lossy tokenization" in note for note in result["comparability_notes"])
+    assert result["metrics"]["test"]["lossless"] is False
+
+
+def test_context_and_budget_in_characters(data_dir, tmp_path):
+    result = train(spec(data_dir, tmp_path / "run", tokenizer="bpe:300", context_chars=40, max_steps=None,
+                        max_train_chars=4000), show_progress=False)
+    cpt = result["tokenizer"]["chars_per_token_train"]
+    assert result["resolved"]["train"]["bptt"] == round(40 / cpt)
+    assert 4000 <= result["training"]["chars"] < 4000 + 4 * result["resolved"]["train"]["bptt"] * cpt + 1
+
+
+def test_divergence_is_reported(data_dir, tmp_path):
+    with pytest.raises(TrainingDiverged, match="lower lr"):
+        train(spec(data_dir, tmp_path / "run", model="lstm", optimizer="adamw", lr=1e38, clip=0.0,
+                   max_steps=30), show_progress=False)
+
+
+def test_bad_settings_are_one_line_errors(data_dir, tmp_path):
+    with pytest.raises(BenchError, match="unknown setting 'emsiz'"):
+        train(spec(data_dir, tmp_path / "x", emsiz=3), show_progress=False)
+    with pytest.raises(BenchError, match="bad value 'lots' for max_steps"):
+        train(spec(data_dir, tmp_path / "x", max_steps="lots"), show_progress=False)
+    assert_one_line_error(bench("train", "--set", "attention=everywhere", "--data-dir", str(data_dir)),
+                          "allowed: second-last, all, none")
+    assert_one_line_error(bench("train", "--model", "gru"), "unknown model 'gru'")
+    assert_one_line_error(bench("train", "--preset", "huge"), "unknown preset 'huge'", "tiny, small, paper")
+    assert_one_line_error(bench("train", "--set", "nhid=100", "--data-dir", str(data_dir)), "multiple of emsize")
+    assert_one_line_error(bench("eval", str(tmp_path / "missing")), "no checkpoint")
+
+
+@pytest.mark.slow
+def test_cli_train_eval_sample(data_dir, tmp_path):
+    out = tmp_path / "cli"
+    args = ["train", "--model", "lstm", "--preset", "tiny", "--tokenizer", "char", "--dataset", "toy",
+            "--data-dir", str(data_dir), "--out", str(out), "--quiet"]
+    for key, value in FAST.items():
+        args += ["--set", f"{key}={value if key != 'nhid' else 24}"]
+    trained = bench(*args)
+    assert trained.returncode == 0, trained.stderr
+    assert "bits_per_char" in trained.stdout and "result:" in trained.stdout
+    evaluated = bench("eval", str(out), "--split", "valid", "--data-dir", str(data_dir), "--json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert json.loads(evaluated.stdout)["metrics"]["n_tokens"] > 0
+    sampled = bench("sample", str(out / "best.pt"), "--prompt", "the ", "--tokens", "20")
+    assert sampled.returncode == 0 and sampled.stdout.startswith("the ")
+    described = bench("models", "describe", "sha-rnn", "--preset", "paper", "--vocab-size", "256", "--json")
+    info = json.loads(described.stdout)
+    assert info["params_total"] == 53_825_792 and info["flops_per_token_train"] > 3 * 2 * 50_000_000
