@@ -297,6 +297,31 @@ def sample_command(
     print(printable(prompt_text + continuation))
 
 
+@app.command("speed")
+def speed_command(
+    model: str = typer.Option("sha-rnn", "--model", help=MODEL_HELP),
+    preset: str = typer.Option("tiny", "--preset", help=PRESET_HELP),
+    vocab_size: int = typer.Option(256, "--vocab-size", help="Vocabulary size (256: bytes)."),
+    steps: int = typer.Option(20, "--steps", help="Timed steps (after 3 untimed warm-up steps)."),
+    settings: List[str] = typer.Option([], "--set", help=SET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Measure training and evaluation throughput (tokens/s) of a model on this machine, on random tokens."""
+    from bench.speed import measure_speed
+
+    if steps < 1:
+        raise BenchError("--steps must be at least 1")
+    info = measure_speed(model, preset, vocab_size, _parse_pairs(settings, "--set"), steps)
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    device = info["device"]
+    print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
+          f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
+    print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({info['train_tflops']:.2f} TFLOP/s)  "
+          f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s")
+
+
 # --------------------------------------------------------------------------- entry point
 
 

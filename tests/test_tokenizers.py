@@ -170,3 +170,15 @@ def test_lossless_on_wikitext(mirror, scheme):
     tok = train_tokenizer(scheme, valid[: len(valid) // 2])
     for text in (valid, raw_test):
         assert tok.decode(tok.encode(text)) == text
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_byte_lengths_place_every_token_in_the_text(trained, corpus_text, scheme):
+    tok = trained[scheme]
+    text = corpus_text[:3000] + "".join(ADVERSARIAL) + " zyzzyva  qq\t<unk>"
+    ids = tok.encode(text)
+    lengths = tok.byte_lengths(ids)
+    assert lengths.sum() == len(text_bytes(tok.decode(ids)))
+    offsets = np.cumsum(lengths)
+    for k in (1, 7, len(ids) // 3, len(ids) // 2, len(ids) - 1):
+        assert offsets[k - 1] == len(text_bytes(tok.decode(ids[:k])))

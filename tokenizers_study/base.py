@@ -170,6 +170,17 @@ class Tokenizer(ABC):
     @abstractmethod
     def decode(self, ids: Sequence[int] | np.ndarray) -> str: ...
 
+    def byte_lengths(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """How many bytes of ``decode(ids)`` each token produces; they sum to the decoded text's length.
+
+        This places every token in the text (its byte offset is the cumulative sum),
+        which is what per-token analyses (loss by position within a word) need.
+        """
+        return self._id_byte_lengths()[np.asarray(ids, dtype=np.int64)]
+
+    def _id_byte_lengths(self) -> np.ndarray:
+        raise NotImplementedError
+
     def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
         """Check ``decode(encode(text)) == text``; subclasses that can lose text say how much."""
         ids = self.encode(text) if ids is None else ids

@@ -36,6 +36,9 @@ class ByteTokenizer(Tokenizer):
     def fallback_ids(self) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)  # bytes are the vocabulary, not a fallback
 
+    def _id_byte_lengths(self) -> np.ndarray:
+        return np.array([1] * 256 + [0], dtype=np.int64)
+
     def _encode(self, text: str) -> np.ndarray:
         return np.frombuffer(text_bytes(text), dtype=np.uint8)
 

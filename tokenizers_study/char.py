@@ -57,6 +57,10 @@ class CharTokenizer(Tokenizer):
     def byte_id(self, value: int) -> int:
         return _BYTE_BASE + value
 
+    def _id_byte_lengths(self) -> np.ndarray:
+        chars = [len(text_bytes(chr(int(c)))) for c in self.chars]
+        return np.array([0] + [1] * 256 + chars, dtype=np.int64)
+
     def _encode(self, text: str) -> np.ndarray:
         cps = _code_points(text)
         if len(self.chars) == 0:

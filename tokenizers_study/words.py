@@ -126,6 +126,35 @@ class _WordTokenizer(Tokenizer):
                 self._encode_whitespace(part, out)
         return out
 
+    # ---- alignment ------------------------------------------------------
+
+    def byte_lengths(self, ids) -> np.ndarray:
+        """Bytes each token decodes to; an implicit space is counted with the word that follows it."""
+        ids = np.asarray(ids, dtype=np.int64)
+        lengths = np.zeros(len(ids), dtype=np.int64)
+        surface = self._surface
+        after_word = False
+        in_spelling = False
+        for k, i in enumerate(ids.tolist()):
+            if in_spelling and self.byte_base <= i < self.ws_base:
+                lengths[k] = 1
+                continue
+            in_spelling = False
+            if i == 0:
+                continue
+            starts_word = i >= self.word_base or i == 1
+            if starts_word:
+                lengths[k] = int(after_word)
+                after_word = True
+                if i == 1 and self.open_vocabulary:
+                    in_spelling = True
+                else:
+                    lengths[k] += len(text_bytes(surface[i]))
+            else:  # whitespace token
+                lengths[k] = len(text_bytes(surface[i]))
+                after_word = False
+        return lengths
+
     # ---- decoding -------------------------------------------------------
 
     @cached_property
