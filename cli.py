@@ -232,7 +232,7 @@ def train_command(
           f"{result['provenance']['device']['type']}")
     print(_metrics_table(result["metrics"]))
     for note in result["comparability_notes"]:
-        print(f"NOT COMPARABLE: {note}")
+        print(f"{'NOTE' if result['comparable'] else 'NOT COMPARABLE'}: {note}")
     print(f"result: {Path(result['spec']['out_dir']) / RESULT}")
 
 
@@ -320,6 +320,55 @@ def speed_command(
           f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
     print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({info['train_tflops']:.2f} TFLOP/s)  "
           f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s")
+
+
+# --------------------------------------------------------------------------- matrices and reports
+
+
+@app.command("run-matrix")
+def run_matrix_command(
+    config: Path = typer.Argument(..., help="Matrix config (TOML), e.g. configs/quick.toml."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (one row per run) and stop."),
+    jobs: int = typer.Option(1, "--jobs", help="Runs at a time (processes; one GPU each where there are several)."),
+    results: Optional[Path] = typer.Option(None, "--results", help="Results folder (default: results/<matrix "
+                                           "name>)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
+    data_dir: Optional[Path] = DataDirOption,
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
+    resume, failures are recorded. Writes runs.csv beside the per-run folders."""
+    from bench.matrix import run_matrix
+    from bench.tables import text_table
+
+    outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet)
+    rows = [run.row() for chain in outcome.chains for run in chain]
+    if dry_run:
+        axes = [k for k in rows[0] if k not in ("phase", "run", "status", "params_total", "bptt", "train_tokens",
+                                               "train_chars", "train_flops", "problem")] if rows else []
+        columns = axes + ["phase", "status", "params_total", "bptt", "train_tokens", "train_chars", "train_flops",
+                          "run", "problem"]
+        print(text_table(rows, columns))
+        total = sum(r["train_flops"] or 0 for r in rows)
+        print(f"{len(rows)} runs; estimated training compute {total:.3e} FLOPs; results in {outcome.results_dir}")
+        return
+    print(f"{outcome.config.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())))
+    print(f"runs table: {outcome.csv_path}")
+    failed = sum(n for s, n in outcome.counts.items() if s not in ("done",))
+    if failed:
+        raise BenchError(f"{failed} run(s) did not finish (see status and error in {outcome.csv_path})")
+
+
+@app.command("report")
+def report_command(
+    results: Path = typer.Argument(..., metavar="RESULTS_DIR", help="A matrix's results folder (with runs.csv)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<matrix name>)."),
+) -> None:
+    """Write report.md, a self-contained report.html and every figure (PNG and SVG) from a matrix's results."""
+    from bench.report import build_report
+
+    path = build_report(results, out)
+    print(f"report: {path} (and {path.with_suffix('.html')})")
 
 
 # --------------------------------------------------------------------------- entry point

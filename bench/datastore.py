@@ -413,13 +413,46 @@ def fetch(
 # --------------------------------------------------------------------------- user corpora
 
 
-def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None) -> dict[str, SplitRecord]:
-    """Copy the user's own train/valid/test files into the data folder, recorded by sha256."""
-    data_dir = resolve_data_dir(data_dir)
+def _check_user_name(data_dir: Path, name: str) -> None:
     if name in REGISTRY:
         raise BenchError(f"{name!r} is a registry corpus; give your own corpus another name")
     if not name or "/" in name or name.startswith("."):
         raise BenchError(f"bad corpus name {name!r}; use letters, digits, '-' and '_'")
+    target = corpus_dir(data_dir, name)
+    if target.exists() and not is_user_corpus(data_dir, name):
+        raise BenchError(f"{target} exists and is not a user corpus; choose another name")
+
+
+def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data_dir: Path,
+                         note: str) -> dict[str, SplitRecord]:
+    """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there."""
+    import hashlib
+
+    existing = read_manifest(data_dir, name)
+    digests = {split: hashlib.sha256(data).hexdigest() for split, (data, _) in contents.items()}
+    if existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS):
+        target = corpus_dir(data_dir, name)
+        if all((target / existing[s].file).is_file() for s in SPLITS):
+            return existing
+    target = corpus_dir(data_dir, name)
+    target.mkdir(parents=True, exist_ok=True)
+    records = {}
+    for split in SPLITS:
+        data, source = contents[split]
+        dest = target / f"{split}.txt"
+        tmp = target / f".{split}.txt.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, dest)
+        records[split] = SplitRecord(file=dest.name, size=len(data), sha256=digests[split], status=STATUS_USER,
+                                     source=source, fetched_at=_now(), problem=note)
+    write_manifest(data_dir, name, records, user=True)
+    return records
+
+
+def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None) -> dict[str, SplitRecord]:
+    """Copy the user's own train/valid/test files into the data folder, recorded by sha256."""
+    data_dir = resolve_data_dir(data_dir)
+    _check_user_name(data_dir, name)
     missing = [s for s in SPLITS if s not in paths]
     if missing:
         raise BenchError(f"corpus {name!r} needs train, valid and test files; missing: {', '.join(missing)}")
@@ -428,24 +461,32 @@ def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Pat
             raise BenchError(f"unknown split {split!r}; splits are {', '.join(SPLITS)}")
         if not Path(path).is_file():
             raise BenchError(f"{split} file {path} does not exist")
-    target = corpus_dir(data_dir, name)
-    if target.exists() and not is_user_corpus(data_dir, name):
-        raise BenchError(f"{target} exists and is not a user corpus; choose another name")
-    target.mkdir(parents=True, exist_ok=True)
-    records = {}
+    contents = {s: (Path(paths[s]).read_bytes(), f"user file {Path(paths[s]).resolve()}") for s in SPLITS}
+    return _install_user_corpus(name, contents, data_dir,
+                                "user corpus: identified by its sha256, there is no official copy to verify against")
+
+
+def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: str | Path | None = None
+                      ) -> dict[str, SplitRecord]:
+    """A small corpus cut from the start of each split of a fetched corpus (at a line boundary).
+
+    Useful for quick studies and tests; it is a user corpus (not an official split),
+    and its record names the source file and its sha256.
+    """
+    data_dir = resolve_data_dir(data_dir)
+    _check_user_name(data_dir, name)
+    contents = {}
     for split in SPLITS:
-        src = Path(paths[split])
-        dest = target / f"{split}.txt"
-        tmp = target / f".{split}.txt.tmp"
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dest)
-        records[split] = SplitRecord(
-            file=dest.name, size=dest.stat().st_size, sha256=sha256_file(dest),
-            status=STATUS_USER, source=f"user file {src.resolve()}", fetched_at=_now(),
-            problem="user corpus: identified by its sha256, there is no official copy to verify against",
-        )
-    write_manifest(data_dir, name, records, user=True)
-    return records
+        size = sizes.get(split)
+        if not isinstance(size, int) or size < 1:
+            raise BenchError(f"corpus {name!r}: {split}_bytes must be a positive integer")
+        original = open_split(source, split, data_dir)
+        data = original.path.read_bytes()[:size]
+        cut = data.rfind(b"\n") + 1 if len(data) == size and b"\n" in data else len(data)
+        contents[split] = (data[:cut], f"first {cut:,} bytes of {source} {split} (sha256 {original.sha256}, "
+                                       f"{original.status})")
+    return _install_user_corpus(name, contents, data_dir,
+                                f"derived corpus: a prefix of {source}, not an official split")
 
 
 # --------------------------------------------------------------------------- verify, list, load

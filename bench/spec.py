@@ -15,6 +15,7 @@ import json
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any, Literal, Optional
 
 from bench.errors import BenchError
@@ -53,6 +54,8 @@ class TrainConfig:
     checkpoint_every: int = 100
     log_every: int = 10
     dump_token_losses: bool = False  # save each evaluated token's NLL (token_nll.<split>.npy in the run folder)
+    init_from: Optional[str] = None  # start from these weights (a checkpoint or run folder), new optimizer
+    final_eval_splits: str = "valid,test"  # splits scored in full at the end
     # --- runtime -------------------------------------------------------------------------------------
     device: str = "auto"  # auto, cpu, cuda, cuda:N, mps
     precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA
@@ -72,6 +75,9 @@ class TrainConfig:
             raise ValueError("lr must be positive; warmup_steps, eval_every and clip non-negative")
         if not 0 <= self.min_lr_ratio <= 1 or not 0 <= self.min_trust < 1:
             raise ValueError("min_lr_ratio must be in [0, 1] and min_trust in [0, 1)")
+        splits = [s.strip() for s in self.final_eval_splits.split(",") if s.strip()]
+        if not splits or any(s not in ("valid", "test") for s in splits):
+            raise ValueError("final_eval_splits must list valid and/or test, e.g. valid,test")
 
     def has_budget(self) -> bool:
         return any(getattr(self, k) is not None for k in
@@ -106,14 +112,23 @@ class Resolved:
     spec: RunSpec
     model_config: Any  # SHARNNConfig | LSTMConfig | TransformerConfig
     train: TrainConfig
+    data: dict = field(default_factory=dict)  # tokenizer hash and split sha256s, once the data are known
 
     def to_json(self) -> dict:
-        return {"spec": self.spec.to_json(), "model": asdict(self.model_config), "train": asdict(self.train)}
+        return {"spec": self.spec.to_json(), "model": asdict(self.model_config), "train": asdict(self.train),
+                "data": self.data}
 
     def run_id(self) -> str:
-        """A hash of everything that determines the run's result (not where it is written)."""
+        """A hash of everything that determines the run's result: the resolved spec and the data's
+        identity (tokenizer hash, split checksums), not where the run is written."""
         content = self.to_json()
         content["spec"] = {k: v for k, v in content["spec"].items() if k not in ("out_dir", "data_dir")}
+        content["spec"]["overrides"] = {k: v for k, v in content["spec"]["overrides"].items()
+                                        if k not in ("device", "init_from")}
+        train = content["train"]
+        train.pop("device")  # where a run executes does not make it another run
+        if train["init_from"]:  # the previous run's folder name carries its run id; its location does not matter
+            train["init_from"] = Path(train["init_from"]).name
         blob = json.dumps(content, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -211,7 +226,7 @@ def check_spec(spec: RunSpec) -> RunSpec:
     return dataclasses.replace(spec, tokenizer=parse_scheme(spec.tokenizer).name, overrides=overrides)
 
 
-def resolve(spec: RunSpec, vocab_size: int, chars_per_token: float) -> Resolved:
+def resolve(spec: RunSpec, vocab_size: int, chars_per_token: float, data: dict | None = None) -> Resolved:
     """Apply preset and overrides; derive what depends on the tokenizer (vocabulary, context in tokens)."""
     from bench.models import make_config
     from bench.presets import get_preset
@@ -236,4 +251,4 @@ def resolve(spec: RunSpec, vocab_size: int, chars_per_token: float) -> Resolved:
     model_config = make_config(spec.model, model_values)
     if spec.model == "transformer" and train.bptt > model_config.context:
         raise BenchError(f"bptt ({train.bptt}) is longer than the Transformer's context ({model_config.context})")
-    return Resolved(spec, model_config, train)
+    return Resolved(spec, model_config, train, dict(data or {}))

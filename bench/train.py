@@ -83,6 +83,11 @@ class Prepared:
     lossless: dict[str, bool]  # whether the tokenizer gives each split back exactly
 
 
+def data_identity(encoded: EncodedCorpus) -> dict:
+    """What the data of a run are: the tokenizer's hash and each split file's sha256."""
+    return {"tokenizer": encoded.tokenizer.hash, **{s: d.sha256 for s, d in encoded.splits.items()}}
+
+
 def prepare(spec: RunSpec, data_dir: Path, splits=("train", "valid", "test")) -> Prepared:
     encoded = encode_corpus(spec.dataset, spec.tokenizer, data_dir, splits=splits)
     counts, lossless = {}, {}
@@ -412,17 +417,23 @@ def evaluate_splits(model: LanguageModel, prepared: Prepared, layout: EvalLayout
     return out
 
 
-def comparability(prepared: Prepared, verified: bool) -> tuple[bool, list[str]]:
+def comparability(prepared: Prepared) -> tuple[bool, list[str]]:
+    """Whether the run's numbers compare with other runs' (and published ones), and why not."""
     notes = []
     tokenizer = prepared.encoded.tokenizer
+    statuses = {s: d.status for s, d in prepared.encoded.splits.items()}
     lossy = [s for s, ok in prepared.lossless.items() if not ok]
     if lossy:
         notes.append(f"lossy tokenization: {tokenizer.spec.name} cannot give back {', '.join(lossy)} "
                      f"(words outside its vocabulary become <unk>); bits per byte/char and word perplexity "
                      f"are not comparable with lossless schemes")
-    if not verified:
-        notes.append("unverified data: at least one split does not match the official file")
-    return not notes, notes
+    unverified = [s for s, status in statuses.items() if status == "unverified"]
+    if unverified:
+        notes.append(f"unverified data: {', '.join(unverified)} not the official file(s)")
+    comparable = not notes
+    if any(status == "user" for status in statuses.values()):
+        notes.append("user corpus: compare only with runs on the same files (no official reference)")
+    return comparable, notes
 
 
 def build_result(trainer: Trainer, started: str, wall: float, metrics: dict, layout: EvalLayout,
@@ -432,7 +443,7 @@ def build_result(trainer: Trainer, started: str, wall: float, metrics: dict, lay
     prepared, p, resolved = trainer.prepared, trainer.progress, trainer.resolved
     splits = prepared.encoded.splits
     verified = all(s.verified for s in splits.values())
-    comparable, notes = comparability(prepared, verified)
+    comparable, notes = comparability(prepared)
     chars = p.tokens * prepared.chars_per_token
     model = trainer.model
     flops = model.flops_per_token(trainer.cfg.bptt)
@@ -472,7 +483,8 @@ def train(spec: RunSpec, show_progress: bool = True) -> dict:
     out = Path(spec.out_dir) if spec.out_dir else default_run_dir(spec)
     spec = dataclasses.replace(spec, out_dir=str(out), data_dir=str(data_dir))
     prepared = prepare(spec, data_dir)
-    resolved = resolve(spec, prepared.encoded.tokenizer.vocab_size, prepared.chars_per_token)
+    resolved = resolve(spec, prepared.encoded.tokenizer.vocab_size, prepared.chars_per_token,
+                       data=data_identity(prepared.encoded))
     result_path = out / RESULT
     if result_path.is_file():
         previous = json.loads(result_path.read_text())
@@ -481,8 +493,11 @@ def train(spec: RunSpec, show_progress: bool = True) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "spec.json", resolved.to_json())
     trainer = Trainer(resolved, prepared, out, show_progress)
+    trainer.tokenizer.save(out / "tokenizer.json")
     if trainer.resume():
         print(f"resuming {out} from step {trainer.progress.step}", file=sys.stderr)
+    elif trainer.cfg.init_from:
+        trainer.model.load_state_dict(checkpoint.load(trainer.cfg.init_from)["model"])
     trainer.run()
     evaluated = "final"
     if (out / BEST).is_file():
@@ -490,7 +505,8 @@ def train(spec: RunSpec, show_progress: bool = True) -> dict:
         evaluated = f"best (step {trainer.progress.best_step})"
     layout = trainer.eval_layout()
     dump = out if trainer.cfg.dump_token_losses else None
-    metrics = evaluate_splits(trainer.model, prepared, layout, trainer.device, trainer.amp, ("valid", "test"), dump)
+    splits = tuple(s.strip() for s in trainer.cfg.final_eval_splits.split(",") if s.strip())
+    metrics = evaluate_splits(trainer.model, prepared, layout, trainer.device, trainer.amp, splits, dump)
     result = build_result(trainer, started, time.perf_counter() - wall_start, metrics, layout, evaluated)
     write_json_atomic(result_path, result)
     return result

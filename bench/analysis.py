@@ -1,0 +1,227 @@
+"""The numbers behind the report: seeds statistics, unigram floors, paired tests,
+how a word's loss is spread over its pieces, and the share of loss on ``<unk>``."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bench.fileio import text_bytes
+from bench.metrics import normalize_counts, text_counts
+
+
+# --------------------------------------------------------------------------------------- seeds
+
+
+def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float | None, int]:
+    """Mean and the half-width of its Student-t confidence interval (None with one value)."""
+    from scipy import stats
+
+    values = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    n = len(values)
+    if n == 0:
+        return math.nan, None, 0
+    mean = float(values.mean())
+    if n < 2:
+        return mean, None, n
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
+    return mean, half, n
+
+
+# --------------------------------------------------------------------------------------- run artefacts
+
+
+@dataclass
+class RunData:
+    """What the analyses need from one finished run."""
+
+    row: dict
+    result: dict
+    run_dir: Path
+
+    @property
+    def label(self) -> str:
+        r = self.row
+        return f"{r['model']}/{r['tokenizer']}"
+
+    def log(self) -> list[dict]:
+        path = self.run_dir / "log.jsonl"
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def token_nll(self, split: str = "test") -> np.ndarray | None:
+        path = self.run_dir / f"token_nll.{split}.npy"
+        return np.load(path).astype(np.float64) if path.is_file() else None
+
+    def tokenizer(self):
+        from tokenizers_study import load_tokenizer
+
+        return load_tokenizer(self.run_dir / "tokenizer.json")
+
+    def split_data(self, split: str):
+        from bench.datastore import open_split
+
+        spec = self.result["spec"]
+        return open_split(spec["dataset"], split, spec["data_dir"])
+
+    def ids(self, split: str) -> np.ndarray:
+        from bench.cache import encoded_split
+
+        spec = self.result["spec"]
+        return np.asarray(encoded_split(self.tokenizer(), self.split_data(split), spec["data_dir"]))
+
+
+# --------------------------------------------------------------------------------------- unigram floor
+
+
+def unigram_floor(run: RunData) -> dict:
+    """A unigram model of the run's tokenization fitted on train (add-one smoothing), scored on test.
+
+    Every trained model should clearly beat it; it is the cost of the tokens' frequencies alone.
+    """
+    tokenizer = run.tokenizer()
+    train_ids, test_ids = run.ids("train"), run.ids("test")
+    vocab = tokenizer.vocab_size
+    counts = np.bincount(train_ids.astype(np.int64), minlength=vocab).astype(np.float64) + 1.0
+    counts[tokenizer.bos_id] = 0.0  # <bos> is never predicted
+    log_p = np.log(counts / counts.sum(), where=counts > 0, out=np.full(vocab, -np.inf))
+    total = float(-log_p[test_ids.astype(np.int64)].sum())
+    test_text = run.split_data("test").read_text()
+    return normalize_counts(total, len(test_ids), **text_counts(test_text))
+
+
+# --------------------------------------------------------------------------------------- words and pieces
+
+
+def _char_byte_offsets(text: str) -> np.ndarray:
+    """Byte offset of every character of ``text`` (one entry more: the total)."""
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    widths = np.where(cps < 0x80, 1, np.where(cps < 0x800, 2, np.where(cps < 0x10000, 3, 4)))
+    widths = np.where((cps >= 0xDC80) & (cps <= 0xDCFF), 1, widths)  # undecodable bytes stand for one byte
+    return np.concatenate([[0], np.cumsum(widths)])
+
+
+def word_of_tokens(tokenizer, ids: np.ndarray) -> np.ndarray:
+    """For each token, the index of the whitespace-separated word it belongs to (-1: only whitespace).
+
+    A token belongs to the word that contains its first non-whitespace byte, so a
+    BPE piece " the" belongs to "the" and a word-level token to its word.
+    """
+    decoded = tokenizer.decode(ids)
+    data = text_bytes(decoded)
+    lengths = tokenizer.byte_lengths(ids)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    # Words as byte spans, from the same definition the metrics use (str.split's whitespace).
+    char_offsets = _char_byte_offsets(decoded)
+    spans = np.array([(m.start(), m.end()) for m in re.finditer(r"\S+", decoded)], dtype=np.int64).reshape(-1, 2)
+    word_start, word_end = char_offsets[spans[:, 0]], char_offsets[spans[:, 1]]
+    # First non-whitespace byte of each token: skip its leading whitespace bytes.
+    is_space = np.zeros(len(data) + 1, dtype=bool)
+    is_space[:-1] = np.frombuffer(data, dtype=np.uint8) <= 0x20
+    anchors = starts.copy()
+    for k in np.flatnonzero(is_space[np.minimum(starts, len(data))] & (lengths > 0)):
+        end = starts[k] + lengths[k]
+        pos = starts[k]
+        while pos < end and is_space[pos]:
+            pos += 1
+        anchors[k] = pos if pos < end else -1
+    anchors[lengths == 0] = -1
+    word = np.searchsorted(word_start, anchors, side="right") - 1
+    valid = (anchors >= 0) & (word >= 0)
+    valid[valid] &= anchors[valid] < word_end[word[valid]]
+    return np.where(valid, word, -1)
+
+
+def piece_profile(tokenizer, ids: np.ndarray, token_nll: np.ndarray, max_pieces: int = 6,
+                  max_position: int = 10) -> dict:
+    """How each word's NLL is spread over its pieces.
+
+    Returns, by number of pieces k (1..max_pieces, the last bucket is "k or more"):
+    the number of words, their mean NLL in bits, and the mean share of that NLL on
+    the first piece; and by position j within the word (1..max_position), the mean
+    NLL in bits of the j-th piece (for byte and character models, loss by position
+    within the word).
+    """
+    word = word_of_tokens(tokenizer, ids)
+    keep = word >= 0
+    w, nll = word[keep], token_nll[keep] / math.log(2)
+    if len(w) == 0:
+        return {"pieces": [], "positions": []}
+    total = np.bincount(w, weights=nll)
+    pieces = np.bincount(w)
+    present = pieces > 0
+    first_index = np.full(len(pieces), -1, dtype=np.int64)
+    uniq, idx = np.unique(w, return_index=True)
+    first_index[uniq] = idx
+    first = np.zeros(len(pieces))
+    first[uniq] = nll[idx]
+    bucket = np.minimum(pieces, max_pieces)
+    by_pieces = []
+    for k in range(1, max_pieces + 1):
+        mask = present & (bucket == k) & (total > 0)
+        if not mask.any():
+            continue
+        by_pieces.append({"pieces": k, "or_more": k == max_pieces, "words": int(mask.sum()),
+                          "mean_word_bits": float(total[mask].mean()),
+                          "first_piece_share": float((first[mask] / total[mask]).mean())})
+    position = np.arange(len(w)) - first_index[w]
+    by_position = []
+    for j in range(min(max_position, int(position.max()) + 1)):
+        mask = position == j
+        by_position.append({"position": j + 1, "pieces": int(mask.sum()), "mean_bits": float(nll[mask].mean())})
+    return {"pieces": by_pieces, "positions": by_position,
+            "mean_pieces_per_word": float(pieces[present].mean()),
+            "first_piece_share_all": float((first[present & (total > 0)] / total[present & (total > 0)]).mean())}
+
+
+def unk_share(tokenizer, ids: np.ndarray, token_nll: np.ndarray) -> dict | None:
+    """Share of the total NLL (and of the tokens) that falls on ``<unk>`` targets; None without <unk>."""
+    if tokenizer.unk_id is None:
+        return None
+    is_unk = ids == tokenizer.unk_id
+    total = float(token_nll.sum())
+    return {"unk_token_share": float(is_unk.mean()) if len(ids) else math.nan,
+            "unk_nll_share": float(token_nll[is_unk].sum() / total) if total > 0 else math.nan,
+            "unk_mean_bits": float(token_nll[is_unk].mean() / math.log(2)) if is_unk.any() else math.nan}
+
+
+# --------------------------------------------------------------------------------------- paired tests
+
+
+def block_bits(run: RunData, n_blocks: int = 50) -> np.ndarray | None:
+    """Bits per byte of the test text in ``n_blocks`` equal byte ranges (from the token dump)."""
+    nll = run.token_nll("test")
+    if nll is None:
+        return None
+    tokenizer = run.tokenizer()
+    ids = run.ids("test")
+    if len(ids) != len(nll):
+        return None
+    lengths = tokenizer.byte_lengths(ids)
+    ends = np.cumsum(lengths)
+    total_bytes = int(ends[-1]) if len(ends) else 0
+    if total_bytes == 0:
+        return None
+    edges = np.linspace(0, total_bytes, n_blocks + 1)
+    block = np.clip(np.searchsorted(edges, ends - 1, side="right") - 1, 0, n_blocks - 1)
+    bits = np.bincount(block, weights=nll / math.log(2), minlength=n_blocks)
+    return bits / np.diff(edges)
+
+
+def paired_comparison(a: list[float], b: list[float], method: str) -> dict:
+    """Paired t-test of a - b (bits per char or per byte); both lists in the same order."""
+    from scipy import stats
+
+    a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = a_arr - b_arr
+    if len(diff) < 2 or np.allclose(diff, diff[0]):
+        return {"method": method, "n": len(diff), "mean_difference": float(diff.mean()) if len(diff) else math.nan,
+                "p_value": None}
+    test = stats.ttest_rel(a_arr, b_arr)
+    return {"method": method, "n": len(diff), "mean_difference": float(diff.mean()), "p_value": float(test.pvalue)}
