@@ -103,6 +103,9 @@ def attack_figure(df: pd.DataFrame) -> Figure:
 def vocab_sweep_figure(df: pd.DataFrame) -> Figure:
     """Bits per character and per-token perplexity against the subword vocabulary size."""
     sizes = df[df["tokenizer"].str.contains(r"^(?:bpe|sp-bpe|sp-unigram):", regex=True)].copy()
+    if not sizes.empty and (df["tokenizer"] == "byte").any():
+        # Bytes are byte-level BPE with no merges: the sweep's 256 point.
+        sizes = pd.concat([sizes, df[df["tokenizer"] == "byte"].assign(tokenizer="bpe:256")])
     if sizes.empty or sizes["tokenizer"].nunique() < 2:
         fig, ax = plt.subplots(figsize=(10, 2.5))
         lines = ["This matrix has fewer than two subword vocabulary sizes: no sweep to draw",

@@ -527,7 +527,7 @@ def run_row(run: PlannedRun, config: MatrixConfig) -> dict:
 
     row: dict[str, Any] = {k: run.cell.get(k) for k in CORE_AXES}
     row.update({k: v for k, v in run.cell.items() if k not in CORE_AXES})
-    row.update(phase=run.phase or "", run_id=run.run_id or "", run_dir=str(run.run_dir or ""),
+    row.update(phase=run.phase or "", run_id=run.run_id or "", run_dir=run.run_dir.name if run.run_dir else "",
                status=run.status, error=run.problem or "", matrix=config.name, config_sha256=config.sha256)
     if run.run_dir is None:
         return row

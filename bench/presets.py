@@ -43,13 +43,14 @@ PRESETS: dict[str, dict[str, dict[str, dict]]] = {
     },
     "lstm": {
         "tiny": {
-            "model": dict(emsize=64, nhid=128, nlayers=2, dropout=0.0, dropouth=0.0, dropouti=0.0),
-            "train": dict(batch_size=16, bptt=64, optimizer="adamw", lr=3e-3, warmup_steps=20, clip=0.25,
+            "model": dict(emsize=64, nhid=128, nlayers=2, dropout=0.0, dropouth=0.0, dropouti=0.0, init_range=0.5),
+            "train": dict(batch_size=16, bptt=64, optimizer="adamw", lr=1e-2, warmup_steps=20, clip=0.25,
                           max_steps=150, eval_every=50, eval_max_tokens=20_000, eval_streams=32, eval_chunk=256,
                           checkpoint_every=50, log_every=10),
         },
         "small": {
-            "model": dict(emsize=256, nhid=768, nlayers=3, dropout=0.1, dropouth=0.1, dropouti=0.1, wdrop=0.1),
+            "model": dict(emsize=256, nhid=768, nlayers=3, dropout=0.1, dropouth=0.1, dropouti=0.1, wdrop=0.1,
+                          init_range=0.25),
             "train": dict(batch_size=16, bptt=256, seq_jitter=True, optimizer="adamw", lr=2e-3, warmup_steps=100,
                           clip=0.25, max_steps=1500, eval_every=250, eval_max_tokens=100_000, eval_streams=16,
                           eval_chunk=512, checkpoint_every=100, log_every=10),

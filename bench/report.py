@@ -134,6 +134,7 @@ def load_runs(results_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]
     if table.empty:
         raise BenchError(f"{path} has no runs")
     axes = list(table.columns[: list(table.columns).index("phase")])
+    table["results_dir"] = str(results_dir)  # run folders are named relative to the results folder
     done = table[table["status"] == "done"].copy()
     if done.empty:
         raise BenchError(f"{path}: no run has finished yet; nothing to report")
@@ -156,7 +157,7 @@ def _flags(row) -> str:
 
 
 def _run_data(row) -> analysis.RunData:
-    run_dir = Path(row["run_dir"])
+    run_dir = Path(row["results_dir"]) / row["run_dir"]
     return analysis.RunData(dict(row), json.loads((run_dir / "result.json").read_text()), run_dir)
 
 

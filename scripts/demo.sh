@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The demo: fetch WikiText-2 (from the mirror when there is one) and measure every tokenization scheme on it.
+# The demo: fetch WikiText-2 (from the offline mirror when there is one), run the quick study
+# (configs/quick.toml: tiny SHA-RNN, LSTM and Transformer under byte, BPE and word tokenizations),
+# and build its report.
 set -euo pipefail
 BIN=${1:-.venv/bin}
 MIRROR=${2:-../shared/data}
-REPORT=reports/tokenization-stats/wikitext-2.md
 
 if [ -d "$MIRROR" ]; then
   FETCH=(--mirror "$MIRROR")
@@ -15,8 +16,7 @@ else
   FETCH=()  # download the official archive
 fi
 "$BIN/bench" data fetch wikitext-2 "${FETCH[@]}"
-"$BIN/bench" tokenize stats --dataset wikitext-2 \
-  --schemes byte,char,bpe:4096,sp-bpe:4096,sp-unigram:4096,word:33278,word-open:33278 \
-  --out "$REPORT"
+"$BIN/bench" run-matrix configs/quick.toml --quiet
+"$BIN/bench" report results/quick
 echo
-echo "report: $REPORT"
+echo "report: reports/quick/report.md (self-contained HTML: reports/quick/report.html)"

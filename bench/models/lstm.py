@@ -33,6 +33,7 @@ class LSTMConfig:
     dropouti: float = 0.1  # locked dropout on the embeddings
     dropoute: float = 0.0  # embedding dropout: probability of dropping a whole token type
     wdrop: float = 0.0  # DropConnect on hidden-to-hidden weights
+    init_range: float = 0.1  # embedding init U(-r, r); AWD-LSTM's 0.1 is slow for tiny models trained briefly
 
     def __post_init__(self) -> None:
         if self.nlayers < 1:
@@ -67,7 +68,7 @@ class LSTMLM(LanguageModel):
         sizes = [c.emsize] + [c.nhid] * (c.nlayers - 1) + [c.emsize]
         self.lstms = nn.ModuleList(nn.LSTM(sizes[i], sizes[i + 1], batch_first=True) for i in range(c.nlayers))
         self.output_bias = nn.Parameter(torch.zeros(c.vocab_size))
-        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        nn.init.uniform_(self.embedding.weight, -c.init_range, c.init_range)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden, self.embedding.weight, self.output_bias)

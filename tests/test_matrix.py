@@ -1,0 +1,221 @@
+"""The run matrix and the report: expansion, skipping, resuming, failure isolation, runs.csv, figures."""
+
+import csv
+import json
+import re
+import shutil
+
+import pytest
+
+from bench.errors import BenchError
+from bench.matrix import expand, load_config, run_matrix
+from bench.report import build_report
+from bench.train import Trainer
+from tests.conftest import REPO, synthetic_text
+from tests.test_cli import assert_one_line_error, bench
+
+CONFIG = """
+[matrix]
+name = "toy"
+match = "chars"
+
+[corpora.toy]
+train = "train.txt"
+valid = "valid.txt"
+test = "test.txt"
+
+[axes]
+model = ["sha-rnn", "lstm"]
+tokenizer = ["byte", "word-open:60", "word:60"]
+dataset = ["toy"]
+seed = [0]
+
+[budget]
+chars = 3_000
+tokens = 800
+
+[context]
+chars = 32
+tokens = 12
+
+[shared]
+preset = "tiny"
+batch_size = 4
+eval_every = 5
+eval_max_tokens = 300
+eval_streams = 4
+eval_chunk = 32
+checkpoint_every = 5
+log_every = 2
+dump_token_losses = true
+
+[models.sha-rnn]
+emsize = 16
+nhid = 32
+
+[models.lstm]
+emsize = 16
+nhid = 16
+
+[[include]]
+model = "sha-rnn"
+tokenizer = ["byte", "word-open:60"]
+dataset = "toy"
+match = "tokens"
+"""
+
+
+@pytest.fixture
+def toy(tmp_path):
+    for i, split in enumerate(("train", "valid", "test")):
+        (tmp_path / f"{split}.txt").write_text(synthetic_text(n_lines=150 if split == "train" else 25, seed=i))
+    config = tmp_path / "toy.toml"
+    config.write_text(CONFIG)
+    return config, tmp_path / "results", tmp_path / "data"
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_expansion_includes_and_budgets(toy):
+    config_path, results, data = toy
+    config = load_config(config_path)
+    cells = expand(config)
+    assert len(cells) == 2 * 3 + 2
+    assert {c["match"] for c in cells} == {"chars", "tokens"}
+    outcome = run_matrix(config_path, results, dry_run=True, data_dir=data)
+    runs = [r for chain in outcome.chains for r in chain]
+    assert all(r.status == "new" and r.params_total > 0 and r.train_flops > 0 for r in runs)
+    by_match = {}
+    for r in runs:
+        by_match.setdefault(r.cell["match"], []).append(r)
+    assert all(r.train_chars == pytest.approx(3000, rel=1e-6) for r in by_match["chars"])  # equal characters
+    assert all(r.train_tokens == 800 for r in by_match["tokens"])  # equal tokens
+    assert len({r.run_dir.name for r in runs}) == len(runs)
+    assert not results.exists()  # a dry run writes no results
+
+
+@pytest.mark.slow
+def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
+    config_path, results, data = toy
+    # A run made to fail on purpose: an absurd learning rate makes the closed-vocabulary runs diverge.
+    config_path.write_text(CONFIG + '\n[tokenizers."word:60"]\nlr = 1e38\nclip = 0.0\noptimizer = "adamw"\n')
+
+    original = Trainer.train_step
+    calls = {"n": 0}
+
+    def interrupt_the_third_run(self):
+        if self.progress.step == 2 and "word-open60-toy-s0-chars" in str(self.out) and "lstm" in str(self.out):
+            calls["n"] += 1
+            if calls["n"] == 1:
+                from bench.train import TrainingInterrupted
+
+                self.save_checkpoint()
+                raise TrainingInterrupted("stopped for the test")
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "train_step", interrupt_the_third_run)
+    from bench.train import TrainingInterrupted
+
+    with pytest.raises(TrainingInterrupted):
+        run_matrix(config_path, results, data_dir=data, show_progress=False)
+    rows = {r["run_dir"]: r for r in read_csv(results / "runs.csv")}
+    assert sum(r["status"] == "done" for r in rows.values()) >= 3  # what finished before the interruption
+    partial = [r for r in rows.values() if "lstm-tiny-word-open60-toy-s0-chars" in r["run_dir"]]
+    assert partial and partial[0]["status"] == "new"  # it had not finished
+
+    outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
+    rows = read_csv(results / "runs.csv")
+    statuses = {r["run_dir"].split("/")[-1].rsplit("-", 1)[0]: r["status"] for r in rows}
+    assert len(rows) == 8
+    assert statuses["sha-rnn-tiny-word60-toy-s0-chars"] == "diverged"
+    assert statuses["lstm-tiny-word60-toy-s0-chars"] == "diverged"
+    assert sum(s == "done" for s in statuses.values()) == 6
+    diverged = next(r for r in rows if r["status"] == "diverged")
+    assert "training loss became" in diverged["error"]
+    assert outcome.counts == {"done": 6, "diverged": 2}
+
+    # runs.csv is complete and consistent.
+    done = [r for r in rows if r["status"] == "done"]
+    for r in done:
+        for split in ("valid", "test"):
+            bpb, bpc = float(r[f"{split}_bits_per_byte"]), float(r[f"{split}_bits_per_char"])
+            assert bpb * int(r[f"{split}_n_bytes"]) == pytest.approx(bpc * int(r[f"{split}_n_chars"]), rel=1e-12)
+        for key in ("params_total", "train_chars_per_second", "git_commit", "device", "data_sha256_test",
+                    "tokenizer_hash", "test_word_perplexity_eos", "test_token_perplexity", "verified"):
+            assert r[key] != "", key
+
+    # Finished runs are skipped: a third pass runs nothing and changes nothing.
+    before = {p: p.stat().st_mtime_ns for p in results.glob("*/result.json")}
+    outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
+    assert {p: p.stat().st_mtime_ns for p in results.glob("*/result.json")} == before
+
+    # A changed setting makes new runs beside the old ones.
+    config_path.write_text(config_path.read_text().replace("chars = 3_000", "chars = 2_000"))
+    outcome = run_matrix(config_path, results, dry_run=True, data_dir=data)
+    statuses = [r.status for chain in outcome.chains for r in chain]
+    assert statuses.count("new") == 6  # the chars-matched cells changed; the tokens-matched ones did not
+    assert all(p.exists() for p in before)
+
+    # And the report builds from these results, failures listed.
+    report = build_report(results, results.parent / "report")
+    text = report.read_text()
+    assert "Runs that did not finish" in text and "diverged" in text
+
+
+@pytest.mark.slow
+def test_parallel_jobs(toy):
+    config_path, results, data = toy
+    config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
+                           .replace('"word:60"]', '"word:60"]\n', 1))
+    outcome = run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False)
+    assert outcome.counts.get("done") == len([r for c in outcome.chains for r in c])
+    assert all((run.run_dir / "train.log").is_file() for chain in outcome.chains for run in chain)
+
+
+def test_config_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[axes]\nmodel = ["sha-rnn"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n'
+                   '[budget]\nchars = 100\n[context]\nchars = 10\n[shared]\nbogus = 1\n')
+    with pytest.raises(BenchError, match="unknown setting 'bogus'"):
+        load_config(bad)
+    bad.write_text('[axes]\nmodel = ["sha-rnn"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n[budget]\n'
+                   'tokens = 100\n')
+    with pytest.raises(BenchError, match=r"match = chars needs \[budget\] chars"):
+        load_config(bad)
+    bad.write_text('[axes]\nmodel = ["sha-rnn"]\n[oops]\n')
+    assert_one_line_error(bench("run-matrix", str(bad)), "unknown section(s) ['oops']")
+    assert_one_line_error(bench("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
+    assert_one_line_error(bench("report", str(tmp_path)), "runs.csv does not exist")
+
+
+@pytest.mark.parametrize("name", ["smoke", "quick", "attack", "paper-enwik8"])
+def test_shipped_configs_are_valid(name):
+    config = load_config(REPO / "configs" / f"{name}.toml")
+    assert expand(config)
+
+
+@pytest.mark.mirror
+@pytest.mark.slow
+def test_smoke_config_and_report(wt2_data_dir, tmp_path):
+    results = tmp_path / "smoke"
+    outcome = run_matrix(REPO / "configs" / "smoke.toml", results, data_dir=wt2_data_dir, show_progress=False)
+    assert set(outcome.counts) == {"done"}
+    out = build_report(results, tmp_path / "report").parent
+    for k, name in enumerate(["tokenization-attack", "vocabulary-sweep", "teacher-forcing", "closed-vocabulary",
+                              "learning-curves", "matching-rule"], 1):
+        for ext in ("png", "svg"):
+            assert (out / f"{k}-{name}.{ext}").stat().st_size > 1000
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 6
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external requests
+    assert "<link" not in page and "<script" not in page
+    md = (out / "report.md").read_text()
+    for heading in ("The tokenization attack", "Vocabulary sweep", "Teacher forcing inside words",
+                    "Closed vocabulary", "Learning curves", "Equal tokens vs equal characters", "Provenance",
+                    "Metric definitions", "unigram floor"):
+        assert heading in md
+    assert "not comparable" in md.lower()
+    shutil.rmtree(results)
