@@ -55,11 +55,16 @@ def _placeholder(fig: Figure, ax, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=10, transform=ax.transAxes)
 
 
+def _flags_of(df: pd.DataFrame, tokenizer: str) -> str:
+    flags = "".join(sorted(set("".join(df.loc[df["tokenizer"] == tokenizer, "flags"]))))
+    return f" {flags}" if flags else ""
+
+
 def _legend(ax, df: pd.DataFrame, colors: dict) -> None:
     from matplotlib.lines import Line2D
 
-    handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + (" †" if not ok else ""))
-               for t, ok in df.groupby("tokenizer")["comparable_bool"].all().items()]
+    handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + _flags_of(df, t))
+               for t in sorted(df["tokenizer"].unique(), key=_tokenizer_order)]
     handles += [Line2D([], [], color="0.3", marker=MARKERS.get(m, "D"), ls="", label=m)
                 for m in sorted(df["model"].unique())]
     ax.legend(handles=handles, fontsize=7, loc="best", frameon=False)
@@ -67,7 +72,7 @@ def _legend(ax, df: pd.DataFrame, colors: dict) -> None:
 
 def _scatter(ax, df: pd.DataFrame, x: str, y: str, colors: dict) -> None:
     for _, r in df.iterrows():
-        filled = bool(r["comparable_bool"])
+        filled = bool(r["lossless_bool"])  # hollow: a lossy tokenization, not comparable
         ax.scatter(r[x], r[y], marker=MARKERS.get(r["model"], "D"), s=42, linewidths=1.2,
                    facecolors=colors[r["tokenizer"]] if filled else "none", edgecolors=colors[r["tokenizer"]])
 
@@ -95,7 +100,7 @@ def attack_figure(df: pd.DataFrame) -> Figure:
                    label=f"{dataset}: 2^(bpc x {chars_per_word:.2f} chars/word)")
     right.legend(fontsize=7, frameon=False, loc="upper left")
     fig.suptitle("The tokenization attack: the same models ranked by per-token and by per-word perplexity "
-                 "(hollow †: not comparable)", fontsize=10)
+                 "(hollow: lossy tokenization, not comparable)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -141,7 +146,7 @@ def teacher_forcing_figure(profiles: dict[str, dict]) -> Figure:
         fig, ax = plt.subplots(figsize=(10, 2.5))
         _placeholder(fig, ax, "No per-token losses were dumped (set dump_token_losses = true in the config).")
         return fig
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
     labels = sorted(profiles, key=lambda k: _tokenizer_order(k.split(" ")[-1]))
     for label in labels:
         pieces = profiles[label]["pieces"]
@@ -160,9 +165,9 @@ def teacher_forcing_figure(profiles: dict[str, dict]) -> Figure:
     right.set_xlabel("piece position within the word (bytes/characters for byte/char models)")
     right.set_ylabel("mean loss of the piece (bits)")
     right.set_title("Loss by position within the word")
-    left.legend(fontsize=7, frameon=False)
-    right.legend(fontsize=7, frameon=False)
-    fig.tight_layout()
+    handles, names = left.get_legend_handles_labels()
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.legend(handles, names, loc="lower center", ncol=min(5, len(names)), fontsize=7, frameon=False)
     return fig
 
 
@@ -174,8 +179,9 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
         _placeholder(fig, ax, "This matrix has no closed-vocabulary (word:N) run.")
         return fig
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
-    data = df.sort_values(["model", "tokenizer"], key=lambda s: s.map(_tokenizer_order) if s.name == "tokenizer"
-                          else s)
+    rule = closed["match"].mode().iloc[0]  # compare on the closed runs' matching rule
+    data = df[df["match"] == rule].sort_values(
+        ["model", "tokenizer"], key=lambda s: s.map(_tokenizer_order) if s.name == "tokenizer" else s)
     xs = np.arange(len(data))
     for x, (_, r) in zip(xs, data.iterrows()):
         is_closed = r["tokenizer"].startswith("word:")
@@ -186,13 +192,12 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
             note = f"<unk>: {100 * unk[r['run_dir']]['unk_nll_share']:.0f}% of NLL\nNOT comparable"
         ax.text(x, r["test_word_perplexity"], f"{r['test_word_perplexity']:,.0f}\n{note}", ha="center",
                 va="bottom", fontsize=6.5)
-    several_rules = data["match"].nunique() > 1
-    ax.set_xticks(xs, [f"{r.model}\n{r.tokenizer}" + (f"\n(equal {r.match})" if several_rules else "")
-                       for r in data.itertuples()], fontsize=7)
+    ax.set_xticks(xs, [f"{r.model}\n{r.tokenizer}" for r in data.itertuples()], fontsize=7)
     _log_axis(ax)
     ax.margins(y=0.25)
     ax.set_ylabel("test word perplexity (log)")
-    ax.set_title("Closed vocabularies look better than they are: hatched bars predict <unk> instead of the word")
+    ax.set_title(f"Closed vocabularies look better than they are: hatched bars predict <unk> instead of the word "
+                 f"(runs matched on equal {rule})")
     fig.tight_layout()
     return fig
 
@@ -211,7 +216,8 @@ def learning_curves_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
         ax.plot([e["train_chars"] for e in log], [e["valid_bits_per_char"] for e in log],
                 color=colors[row["tokenizer"]], ls=styles.get(row["match"], "-"),
                 marker=MARKERS.get(row["model"], "D"), ms=3, lw=1,
-                label=f"{row['model']} {row['tokenizer']} ({row['match']})" + ("" if row["comparable_bool"] else " †"))
+                label=f"{row['model']} {row['tokenizer']} ({row['match']})" + (f" {row['flags']}" if row["flags"]
+                                                                                else ""))
     _log_axis(ax, "x")
     ax.set_xlabel("training characters seen (log)")
     ax.set_ylabel("validation bits per character")

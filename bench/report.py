@@ -198,8 +198,7 @@ def paired_rows(done: pd.DataFrame, axes: list[str]) -> list[dict]:
     """Paired comparisons between tokenizations of the same model, data and matching rule."""
     group_keys = [a for a in axes if a not in ("seed", "tokenizer")] + ["phase"]
     rows = []
-    comparable = done[done["comparable_bool"] | done["flags"].eq("§")]
-    comparable = comparable[comparable["lossless_bool"]]
+    comparable = done[done["lossless_bool"]]  # the runs of a group share their data; lossy ones are left out
     for key, group in comparable.groupby(group_keys, sort=False, dropna=False):
         context = dict(zip(group_keys, key))
         tokenizers = sorted(group["tokenizer"].unique(), key=figures._tokenizer_order)
@@ -290,7 +289,9 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
                "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
                "mean loss by piece position within the word (for byte and character models: by byte/character). "
                "A model predicting a word piece by piece pays for most of the word on the first piece; later "
-               "pieces are nearly free under teacher forcing, so a per-piece average is not a per-word cost.")
+               "pieces are nearly free under teacher forcing, so a per-piece average is not a per-word cost. "
+               "Late positions exist only in long words, which are rarer and harder: the right panel mixes "
+               "position with word length, most visibly for subword pieces.")
     doc.table([{"run": k, "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
                 "share of word loss on first piece": round(v.get("first_piece_share_all", math.nan), 3)}
                for k, v in sorted(profiles.items())],
@@ -321,8 +322,8 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         doc.table(paired, list(paired[0]),
                   "Negative differences favour A. With several seeds the test pairs runs by seed; with one seed it "
                   "pairs the two runs' losses on the same 50 blocks of test text (blocks treated as independent "
-                  "samples of text, which understates the uncertainty of training). Lossy and unverified runs are "
-                  "left out.")
+                  "samples of text, which understates the uncertainty of training). Runs with a lossy tokenization "
+                  "are left out.")
     else:
         doc.para("No pair of comparable runs to compare.")
 
@@ -368,14 +369,14 @@ def _summary(doc: Document, table, done, name, config_path) -> None:
 
 
 def _attack_sentence(done: pd.DataFrame) -> str:
-    ok = done[done["comparable_bool"] | done["flags"].eq("§")]
+    ok = done[done["lossless_bool"]]  # runs of one study share their data; lossy tokenizations never compare
     if len(ok) < 2:
-        return "Too few comparable runs to quantify the effect."
+        return "Too few runs with a lossless tokenization to quantify the effect."
     lo, hi = ok["test_token_perplexity"].min(), ok["test_token_perplexity"].max()
     bpc_lo, bpc_hi = ok["test_bits_per_char"].min(), ok["test_bits_per_char"].max()
     best_bpc = ok.loc[ok["test_bits_per_char"].idxmin()]
     best_tok = ok.loc[ok["test_token_perplexity"].idxmin()]
-    text = (f"Across comparable runs, per-token perplexity spans {lo:,.2f} to {hi:,.1f} (x{hi / lo:,.0f}) while "
+    text = (f"Across runs with lossless tokenizations, per-token perplexity spans {lo:,.2f} to {hi:,.1f} (x{hi / lo:,.0f}) while "
             f"bits per character span {bpc_lo:.3f} to {bpc_hi:.3f}. The best model by bits per character is "
             f"**{best_bpc['model']}/{best_bpc['tokenizer']}** ({best_bpc['test_bits_per_char']:.3f}); the lowest "
             f"per-token perplexity belongs to **{best_tok['model']}/{best_tok['tokenizer']}** "
