@@ -3,7 +3,8 @@
 Keys are content hashes, never names or timestamps:
 
 * a trained tokenizer is keyed by its scheme, the sha256 of the train split it
-  was trained on and the version of the library that trained it;
+  was trained on, the version of the library that trained it and a hash of the
+  scheme's code;
 * an encoded split is keyed by the split file's sha256 and the tokenizer's
   hash (the sha256 of its saved file).
 
@@ -14,6 +15,8 @@ splits are ``.npy`` arrays opened memory-mapped, so a second run starts at once.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +25,21 @@ import numpy as np
 
 from bench.datastore import SplitData, open_split, resolve_data_dir
 from bench.fileio import atomic_path
-from tokenizers_study import Tokenizer, load_tokenizer, parse_scheme, train_tokenizer
-
-TRAINER_VERSION = 1  # bump when a scheme's training or encoding changes
+from tokenizers_study import FAMILIES, Tokenizer, load_tokenizer, parse_scheme, train_tokenizer
+from tokenizers_study import base as tokenizer_base
 
 
 def _trainer_fingerprint(family: str) -> str:
+    """The library version and a hash of the scheme's own code (its module and the shared base), so
+    that a change to how a scheme is trained or encodes never reuses a tokenizer trained before it."""
     from importlib.metadata import version
 
     library = {"bpe": "tokenizers", "sp-bpe": "sentencepiece", "sp-unigram": "sentencepiece"}.get(family)
     lib = f"{library}-{version(library)}" if library else "builtin"
-    return f"v{TRAINER_VERSION}-{lib}"
+    code = hashlib.sha256()
+    for module in (inspect.getmodule(FAMILIES[family]), tokenizer_base):
+        code.update(Path(inspect.getsourcefile(module)).read_bytes())
+    return f"{lib}-{code.hexdigest()[:12]}"
 
 
 def _log(message: str) -> None:

@@ -55,3 +55,27 @@ def test_changed_train_file_retrains_and_changed_scheme_reencodes(user_corpus):
     assert c.tokenizer.hash != a.tokenizer.hash
     assert not np.array_equal(c.ids["train"], a.ids["train"])
     assert c.tokenizer.decode(np.asarray(c.ids["train"])) == train.read_text()
+
+
+def test_changed_scheme_code_retrains_the_tokenizer(user_corpus, monkeypatch, tmp_path):
+    """A fix to a scheme's training code must not be hidden by a tokenizer cached before it."""
+    import inspect
+
+    from tokenizers_study import FAMILIES
+
+    real_source = inspect.getsourcefile(inspect.getmodule(FAMILIES["word-open"]))
+    edited = tmp_path / "words_edited.py"
+    edited.write_text(open(real_source).read() + "\n# a change to the scheme\n")
+    before = cache._trainer_fingerprint("word-open")
+    assert cache._trainer_fingerprint("bpe") != before
+
+    cache.cached_tokenizer("word-open:30", "tiny", user_corpus)
+    trained = []
+    real_train = cache.train_tokenizer
+    monkeypatch.setattr(cache, "train_tokenizer", lambda *a: trained.append(a) or real_train(*a))
+    real_getsourcefile = inspect.getsourcefile
+    monkeypatch.setattr(inspect, "getsourcefile",
+                        lambda obj: str(edited) if obj.__name__.endswith(".words") else real_getsourcefile(obj))
+    assert cache._trainer_fingerprint("word-open") != before
+    cache.cached_tokenizer("word-open:30", "tiny", user_corpus)
+    assert len(trained) == 1
