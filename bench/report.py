@@ -221,7 +221,9 @@ def paired_rows(done: pd.DataFrame, axes: list[str]) -> list[dict]:
                 test = analysis.paired_comparison(blocks_a.tolist(), blocks_b.tolist(),
                                                   f"paired t-test over {len(blocks_a)} text blocks (one seed)")
                 unit = "bits/byte"
-            rows.append({**{k: v for k, v in context.items() if k not in ("phase",) or v}, "A": a, "B": b,
+            # a matrix without phases has no phase to show (an empty cell reads back as NaN)
+            rows.append({**{k: v for k, v in context.items() if k != "phase" or (isinstance(v, str) and v)},
+                         "A": a, "B": b,
                          "method": test["method"], f"mean A - B": round(test["mean_difference"], 4),
                          "unit": unit, "p-value": test["p_value"]})
     return rows
@@ -282,7 +284,8 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
     doc.heading("2. Vocabulary sweep")
     doc.figure(*_save(figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep"),
-               "Bits per character and per-token perplexity against the subword vocabulary size.")
+               "Bits per character and per-token perplexity against the byte-level BPE vocabulary size; "
+               "the byte runs are the 256 point (byte-level BPE with no merges).")
 
     doc.heading("3. Teacher forcing inside words")
     doc.figure(*_save(figures.teacher_forcing_figure(profiles), out, "3-teacher-forcing"),
@@ -349,10 +352,12 @@ def _flag_legend(done: pd.DataFrame) -> str:
     present = sorted(set("".join(done["flags"])))
     if not present:
         return "Every run is comparable: verified data, lossless tokenization."
+    everyone = {f"{r.model}/{r.tokenizer}" for r in done.itertuples()}
     parts = []
     for flag in present:
         labels = sorted({f"{r.model}/{r.tokenizer}" for r in done.itertuples() if flag in r.flags})
-        parts.append(f"{flag} {FLAG_NOTES[flag]} ({', '.join(labels)})")
+        which = "all runs" if set(labels) == everyone else ", ".join(labels)
+        parts.append(f"{flag} {FLAG_NOTES[flag]} ({which})")
     return "Flags: " + "; ".join(parts) + "."
 
 

@@ -18,5 +18,3 @@ fi
 "$BIN/bench" data fetch wikitext-2 "${FETCH[@]}"
 "$BIN/bench" run-matrix configs/quick.toml --quiet
 "$BIN/bench" report results/quick
-echo
-echo "report: reports/quick/report.md (self-contained HTML: reports/quick/report.html)"

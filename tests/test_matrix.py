@@ -218,4 +218,5 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path):
                     "Metric definitions", "unigram floor"):
         assert heading in md
     assert "not comparable" in md.lower()
+    assert "| nan |" not in md  # empty cells (no phases in this matrix) are not shown as NaN
     shutil.rmtree(results)
