@@ -258,6 +258,10 @@ def eval_command(
     print(f"{report['model']} / {report['tokenizer']} on {report['corpus']} {split}; layout {report['layout']}; "
           f"data verified: {report['verified']}")
     print(_metrics_table({split: {**report["metrics"], "lossless": report["lossless"]}}))
+    if not report["comparable"]:
+        print("NOT COMPARABLE: " + "; ".join(report["comparability_notes"]))
+    elif report["comparability_notes"]:
+        print("note: " + "; ".join(report["comparability_notes"]))
 
 
 @models_app.command("describe")

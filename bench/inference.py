@@ -63,11 +63,29 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
         np.save(dump, result.token_nll)
     metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **text_counts(text))
     report = loaded.tokenizer.loss_report(text, np.asarray(ids))
+    # The weights and the tokenizer come from the train split: unverified training data makes the
+    # result unverified even when the evaluated split is the official file.
+    trained_on = loaded.payload.get("data", {}).get("train")
+    train_verified = bool(trained_on and trained_on.get("verified"))
+    verified = split_data.verified and train_verified
+    notes = []
+    if not report.lossless:
+        notes.append(f"lossy tokenization: {loaded.tokenizer.spec.name} cannot give back the {split} split")
+    if split_data.status == "unverified":
+        notes.append(f"unverified data: {split} is not the official file")
+    if trained_on is None:
+        notes.append("the checkpoint does not record its training data")
+    elif trained_on.get("status") == "unverified":
+        notes.append("unverified data: trained on a train split that is not the official file")
+    comparable = not notes
+    if split_data.status == "user":
+        notes.append("user corpus: compare only with runs on the same files (no official reference)")
     return {
         "checkpoint": str(path), "split": split, "corpus": loaded.spec.dataset,
         "tokenizer": loaded.tokenizer.spec.name, "model": loaded.spec.model,
         "layout": layout.to_json(), "metrics": metrics, "lossless": report.lossless,
-        "verified": split_data.verified, "data": split_data.provenance(),
+        "verified": verified, "comparable": comparable, "comparability_notes": notes,
+        "data": split_data.provenance(), "trained_on": trained_on,
         "eval_seconds": result.seconds, "device": describe(loaded.device),
     }
 

@@ -241,6 +241,8 @@ class Trainer:
             "resolved": self.resolved.to_json(),
             "run_id": self.resolved.run_id(),
             "tokenizer": self.tokenizer.to_bytes().decode("ascii"),
+            # what the weights were trained on, so that a later `bench eval` can say so
+            "data": {s: d.provenance() for s, d in self.prepared.encoded.splits.items()},
             "model": self.model.state_dict(),
         }
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench import datastore
+from bench import checkpoint, datastore
 from bench.corpora import SPLITS
 from bench.errors import BenchError
 from bench.inference import evaluate_checkpoint, load_model, sample
@@ -148,6 +148,22 @@ def test_checkpoint_round_trip_and_eval_reproduces_the_result(data_dir, tmp_path
     assert token_nll.sum() == pytest.approx(report["metrics"]["total_nll_nats"], rel=1e-5)
     prompt, continuation = sample(out, "the game", max_tokens=5, seed=1)
     assert isinstance(continuation, str) and continuation
+
+
+def test_eval_carries_the_training_data_status(data_dir, tmp_path):
+    """An official test file does not make a model trained on unverified data comparable."""
+    out = tmp_path / "run"
+    train(spec(data_dir, out, tokenizer="bpe:300"), show_progress=False)
+    report = evaluate_checkpoint(out / "best.pt", "test", data_dir)
+    assert report["trained_on"]["status"] == "user" and report["comparable"] is True
+    assert any("user corpus" in note for note in report["comparability_notes"])
+
+    payload = checkpoint.load(out / "best.pt")
+    payload["data"]["train"].update(status="unverified", verified=False)
+    checkpoint.save(tmp_path / "unverified.pt", payload)
+    report = evaluate_checkpoint(tmp_path / "unverified.pt", "test", data_dir)
+    assert report["verified"] is False and report["comparable"] is False
+    assert any("trained on a train split" in note for note in report["comparability_notes"])
 
 
 def test_closed_vocabulary_results_are_labelled_not_comparable(data_dir, tmp_path):
