@@ -231,9 +231,13 @@ def train_command(
           f"{training['chars']:,.0f} training characters, {training['chars_per_second']:,.0f} char/s on "
           f"{result['provenance']['device']['type']}")
     print(_metrics_table(result["metrics"]))
+    _print_comparability(result)
+    print(f"result: {Path(result['spec']['out_dir']) / RESULT}")
+
+
+def _print_comparability(result: dict) -> None:
     for note in result["comparability_notes"]:
         print(f"{'NOTE' if result['comparable'] else 'NOT COMPARABLE'}: {note}")
-    print(f"result: {Path(result['spec']['out_dir']) / RESULT}")
 
 
 @app.command("eval")
@@ -258,10 +262,7 @@ def eval_command(
     print(f"{report['model']} / {report['tokenizer']} on {report['corpus']} {split}; layout {report['layout']}; "
           f"data verified: {report['verified']}")
     print(_metrics_table({split: {**report["metrics"], "lossless": report["lossless"]}}))
-    if not report["comparable"]:
-        print("NOT COMPARABLE: " + "; ".join(report["comparability_notes"]))
-    elif report["comparability_notes"]:
-        print("note: " + "; ".join(report["comparability_notes"]))
+    _print_comparability(report)
 
 
 @models_app.command("describe")

@@ -7,6 +7,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,7 @@ class RunData:
         path = self.run_dir / f"token_nll.{split}.npy"
         return np.load(path).astype(np.float64) if path.is_file() else None
 
+    @cached_property
     def tokenizer(self):
         from tokenizers_study import load_tokenizer
 
@@ -74,7 +76,7 @@ class RunData:
         from bench.cache import encoded_split
 
         spec = self.result["spec"]
-        return np.asarray(encoded_split(self.tokenizer(), self.split_data(split), spec["data_dir"]))
+        return np.asarray(encoded_split(self.tokenizer, self.split_data(split), spec["data_dir"]))
 
 
 # --------------------------------------------------------------------------------------- unigram floor
@@ -85,7 +87,7 @@ def unigram_floor(run: RunData) -> dict:
 
     Every trained model should clearly beat it; it is the cost of the tokens' frequencies alone.
     """
-    tokenizer = run.tokenizer()
+    tokenizer = run.tokenizer
     train_ids, test_ids = run.ids("train"), run.ids("test")
     vocab = tokenizer.vocab_size
     counts = np.bincount(train_ids.astype(np.int64), minlength=vocab).astype(np.float64) + 1.0
@@ -199,7 +201,7 @@ def block_bits(run: RunData, n_blocks: int = 50) -> np.ndarray | None:
     nll = run.token_nll("test")
     if nll is None:
         return None
-    tokenizer = run.tokenizer()
+    tokenizer = run.tokenizer
     ids = run.ids("test")
     if len(ids) != len(nll):
         return None

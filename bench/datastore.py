@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bench.corpora import REGISTRY, SPLITS, CorpusSpec, FileCheck, SplitSource, get_corpus
 from bench.errors import BenchError
-from bench.fileio import crc32_file, sha256_file, write_json_atomic
+from bench.fileio import crc32_file, sha256_bytes, sha256_file, write_bytes_atomic, write_json_atomic
 
 MANIFEST = "manifest.json"
 STATUS_OFFICIAL = "official"
@@ -426,30 +426,25 @@ def _check_user_name(data_dir: Path, name: str) -> None:
 def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data_dir: Path,
                          note: str) -> dict[str, SplitRecord]:
     """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there."""
-    import hashlib
-
-    existing = read_manifest(data_dir, name)
-    digests = {split: hashlib.sha256(data).hexdigest() for split, (data, _) in contents.items()}
-    if existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS):
-        target = corpus_dir(data_dir, name)
-        if all((target / existing[s].file).is_file() for s in SPLITS):
-            return existing
     target = corpus_dir(data_dir, name)
-    target.mkdir(parents=True, exist_ok=True)
+    existing = read_manifest(data_dir, name)
+    digests = {split: sha256_bytes(data) for split, (data, _) in contents.items()}
+    if (existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS)
+            and all((target / existing[s].file).is_file() for s in SPLITS)):
+        return existing
     records = {}
     for split in SPLITS:
         data, source = contents[split]
         dest = target / f"{split}.txt"
-        tmp = target / f".{split}.txt.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, dest)
+        write_bytes_atomic(dest, data)
         records[split] = SplitRecord(file=dest.name, size=len(data), sha256=digests[split], status=STATUS_USER,
                                      source=source, fetched_at=_now(), problem=note)
     write_manifest(data_dir, name, records, user=True)
     return records
 
 
-def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None) -> dict[str, SplitRecord]:
+def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
+                    ) -> dict[str, SplitRecord]:
     """Copy the user's own train/valid/test files into the data folder, recorded by sha256."""
     data_dir = resolve_data_dir(data_dir)
     _check_user_name(data_dir, name)

@@ -35,6 +35,14 @@ class EvalLayout:
         return asdict(self)
 
 
+def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None = None) -> EvalLayout:
+    """A run's evaluation layout: recurrent models carry their state through ``bptt``-token chunks;
+    the Transformer slides a window of its context with a stride of half of it, unless ``chunk`` is given."""
+    window = None if model.carries_state_in_training else getattr(model.config, "context", None)
+    default_chunk = bptt if window is None else max(1, window // 2)
+    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window)
+
+
 @dataclass
 class EvalResult:
     total_nll_nats: float

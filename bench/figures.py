@@ -1,8 +1,8 @@
 """The report's figures (matplotlib, no display needed). Each function returns a Figure.
 
 Conventions: one colour per tokenization, one marker per model; hollow markers
-and a † in the legend for runs that are not comparable (lossy tokenization or
-unverified data).
+for lossy tokenizations; the report's flags (†, ‡, §) beside each tokenization in
+the legends.
 """
 
 from __future__ import annotations

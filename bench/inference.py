@@ -12,8 +12,9 @@ from bench import checkpoint
 from bench.cache import encoded_split
 from bench.datastore import open_split, resolve_data_dir
 from bench.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
-from bench.evaluate import EvalLayout, evaluate_ids
+from bench.evaluate import evaluate_ids, run_layout
 from bench.metrics import normalize_counts, text_counts
+from bench.provenance import comparability
 from bench.models import build_model, make_config
 from bench.models.common import LanguageModel
 from bench.spec import RunSpec, TrainConfig
@@ -54,9 +55,8 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     split_data = open_split(loaded.spec.dataset, split, data_dir)
     ids = encoded_split(loaded.tokenizer, split_data, data_dir)
     text = split_data.read_text()
-    window = getattr(loaded.model.config, "context", None) if not loaded.model.carries_state_in_training else None
-    default_chunk = loaded.train.eval_chunk or (loaded.train.bptt if window is None else max(1, window // 2))
-    layout = EvalLayout(streams=streams or loaded.train.eval_streams, chunk=chunk or default_chunk, window=window)
+    layout = run_layout(loaded.model, streams or loaded.train.eval_streams, loaded.train.bptt,
+                        chunk or loaded.train.eval_chunk)
     result = evaluate_ids(loaded.model, ids, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
                           keep_token_nll=dump is not None)
     if dump is not None:
@@ -66,20 +66,9 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     # The weights and the tokenizer come from the train split: unverified training data makes the
     # result unverified even when the evaluated split is the official file.
     trained_on = loaded.payload.get("data", {}).get("train")
-    train_verified = bool(trained_on and trained_on.get("verified"))
-    verified = split_data.verified and train_verified
-    notes = []
-    if not report.lossless:
-        notes.append(f"lossy tokenization: {loaded.tokenizer.spec.name} cannot give back the {split} split")
-    if split_data.status == "unverified":
-        notes.append(f"unverified data: {split} is not the official file")
-    if trained_on is None:
-        notes.append("the checkpoint does not record its training data")
-    elif trained_on.get("status") == "unverified":
-        notes.append("unverified data: trained on a train split that is not the official file")
-    comparable = not notes
-    if split_data.status == "user":
-        notes.append("user corpus: compare only with runs on the same files (no official reference)")
+    verified = split_data.verified and bool(trained_on and trained_on.get("verified"))
+    comparable, notes = comparability(loaded.tokenizer.spec.name, [] if report.lossless else [split],
+                                      {split: split_data.status, "train": trained_on and trained_on.get("status")})
     return {
         "checkpoint": str(path), "split": split, "corpus": loaded.spec.dataset,
         "tokenizer": loaded.tokenizer.spec.name, "model": loaded.spec.model,

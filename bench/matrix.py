@@ -285,6 +285,7 @@ def _data_info(dataset: str, tokenizer: str, data_dir: Path, cache: dict) -> _Da
     key = (dataset, tokenizer)
     if key not in cache:
         from bench.cache import encode_corpus
+        from bench.metrics import text_counts
         from bench.train import data_identity
 
         try:
@@ -292,7 +293,7 @@ def _data_info(dataset: str, tokenizer: str, data_dir: Path, cache: dict) -> _Da
         except BenchError as exc:
             cache[key] = str(exc)
         else:
-            n_chars = len(encoded.splits["train"].read_text())
+            n_chars = text_counts(encoded.splits["train"].read_text())["n_chars"]  # as train.prepare counts
             n_tokens = len(encoded.ids["train"])
             cache[key] = _DataInfo(encoded.tokenizer.vocab_size, n_chars / n_tokens, n_tokens,
                                    data_identity(encoded))
@@ -321,6 +322,7 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
 
     from bench.models import build_model
     from bench.spec import resolve
+    from bench.train import budget_tokens
 
     cache: dict = {}
     chains = []
@@ -341,7 +343,7 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
             with torch.device("meta"):
                 model = build_model(spec.model, resolved.model_config)
             t = resolved.train
-            tokens = _planned_tokens(t, info)
+            tokens = budget_tokens(t, info.chars_per_token, info.train_tokens)
             chain.append(PlannedRun(
                 cell, phase_name, spec, run_dir, run_id, _run_status(run_dir, run_id),
                 params_total=model.num_params(), params_non_embedding=model.non_embedding_params(),
@@ -351,19 +353,6 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
             previous_dir = run_dir
         chains.append(chain)
     return chains
-
-
-def _planned_tokens(t, info: _DataInfo) -> float | None:
-    limits = []
-    if t.max_tokens:
-        limits.append(t.max_tokens)
-    if t.max_train_chars:
-        limits.append(t.max_train_chars / info.chars_per_token)
-    if t.max_steps:
-        limits.append(t.max_steps * t.batch_size * t.bptt * (0.975 if t.seq_jitter else 1.0))
-    if t.max_epochs:
-        limits.append(t.max_epochs * info.train_tokens)
-    return min(limits) if limits else None  # a time budget alone cannot be planned
 
 
 # ------------------------------------------------------------------------------------------ running

@@ -1,4 +1,4 @@
-"""Where a number came from: code version, libraries, machine."""
+"""Where a number came from (code version, libraries, machine) and whether it compares with others."""
 
 from __future__ import annotations
 
@@ -41,3 +41,31 @@ def library_versions() -> dict[str, str]:
 
 def machine() -> dict:
     return {"platform": platform.platform(), "processor": platform.machine(), "python": sys.version.split()[0]}
+
+
+def comparability(tokenizer: str, lossy_splits: list[str], data_status: dict[str, str | None]
+                  ) -> tuple[bool, list[str]]:
+    """Whether a result compares with other runs' (and published ones), and the reasons why not.
+
+    ``data_status`` maps each split the result depends on to its data status (official,
+    unverified, user), or None where the result does not record it. Lossy tokenization,
+    unverified or unrecorded data make a result not comparable; a user corpus only earns a note.
+    """
+    notes = []
+    if lossy_splits:
+        notes.append(f"lossy tokenization: {tokenizer} cannot give back {', '.join(lossy_splits)} "
+                     f"(words outside its vocabulary become <unk>); bits per byte/char and word perplexity "
+                     f"are not comparable with lossless schemes")
+    unverified = [s for s, status in data_status.items() if status == "unverified"]
+    if "train" in unverified:  # the weights and the tokenizer come from it, whatever split is scored
+        notes.append("unverified data: trained on a train split that is not the official file")
+    others = [s for s in unverified if s != "train"]
+    if others:
+        notes.append(f"unverified data: {', '.join(others)} not the official file(s)")
+    unrecorded = [s for s, status in data_status.items() if status is None]
+    if unrecorded:
+        notes.append(f"unrecorded data: the result does not record which {', '.join(unrecorded)} file it used")
+    comparable = not notes
+    if "user" in data_status.values():
+        notes.append("user corpus: compare only with runs on the same files (no official reference)")
+    return comparable, notes

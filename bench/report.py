@@ -194,9 +194,16 @@ def _with_ci(mean: float, half: float | None) -> str:
     return text + (f" ± {half:,.{digits}f}" if half is not None else "")
 
 
-def paired_rows(done: pd.DataFrame, axes: list[str]) -> list[dict]:
+def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, analysis.RunData]) -> list[dict]:
     """Paired comparisons between tokenizations of the same model, data and matching rule."""
     group_keys = [a for a in axes if a not in ("seed", "tokenizer")] + ["phase"]
+    blocks: dict[str, np.ndarray | None] = {}  # a run takes part in several pairs
+
+    def block_bits(run_dir: str) -> np.ndarray | None:
+        if run_dir not in blocks:
+            blocks[run_dir] = analysis.block_bits(runs[run_dir])
+        return blocks[run_dir]
+
     rows = []
     comparable = done[done["lossless_bool"]]  # the runs of a group share their data; lossy ones are left out
     for key, group in comparable.groupby(group_keys, sort=False, dropna=False):
@@ -214,8 +221,8 @@ def paired_rows(done: pd.DataFrame, axes: list[str]) -> list[dict]:
                                                   f"paired t-test over {len(seeds)} seeds")
                 unit = "bits/char"
             else:
-                blocks_a = analysis.block_bits(_run_data(ga.loc[seeds[0]]))
-                blocks_b = analysis.block_bits(_run_data(gb.loc[seeds[0]]))
+                blocks_a = block_bits(ga.loc[seeds[0], "run_dir"])
+                blocks_b = block_bits(gb.loc[seeds[0], "run_dir"])
                 if blocks_a is None or blocks_b is None:
                     continue
                 test = analysis.paired_comparison(blocks_a.tolist(), blocks_b.tolist(),
@@ -251,7 +258,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         nll = run.token_nll("test")
         if nll is None:
             continue
-        tokenizer, ids = run.tokenizer(), run.ids("test")
+        tokenizer, ids = run.tokenizer, run.ids("test")
         if len(ids) != len(nll):
             continue
         if group["match"].iloc[0] == done["match"].iloc[0]:
@@ -320,7 +327,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     _matching_table(doc, done)
 
     doc.heading("Paired comparisons between tokenizations")
-    paired = paired_rows(done, axes)
+    paired = paired_rows(done, axes, runs)
     if paired:
         doc.table(paired, list(paired[0]),
                   "Negative differences favour A. With several seeds the test pairs runs by seed; with one seed it "
@@ -381,10 +388,11 @@ def _attack_sentence(done: pd.DataFrame) -> str:
     bpc_lo, bpc_hi = ok["test_bits_per_char"].min(), ok["test_bits_per_char"].max()
     best_bpc = ok.loc[ok["test_bits_per_char"].idxmin()]
     best_tok = ok.loc[ok["test_token_perplexity"].idxmin()]
-    text = (f"Across runs with lossless tokenizations, per-token perplexity spans {lo:,.2f} to {hi:,.1f} (x{hi / lo:,.0f}) while "
-            f"bits per character span {bpc_lo:.3f} to {bpc_hi:.3f}. The best model by bits per character is "
-            f"**{best_bpc['model']}/{best_bpc['tokenizer']}** ({best_bpc['test_bits_per_char']:.3f}); the lowest "
-            f"per-token perplexity belongs to **{best_tok['model']}/{best_tok['tokenizer']}** "
+    text = (f"Across runs with lossless tokenizations, per-token perplexity spans {lo:,.2f} to {hi:,.1f} "
+            f"(x{hi / lo:,.0f}) while bits per character span {bpc_lo:.3f} to {bpc_hi:.3f}. The best model by "
+            f"bits per character is **{best_bpc['model']}/{best_bpc['tokenizer']}** "
+            f"({best_bpc['test_bits_per_char']:.3f}); the lowest per-token perplexity belongs to "
+            f"**{best_tok['model']}/{best_tok['tokenizer']}** "
             f"({best_tok['test_token_perplexity']:,.2f} per token, {best_tok['test_bits_per_char']:.3f} bits/char).")
     if best_bpc["run_dir"] != best_tok["run_dir"]:
         text += " Ranked by per-token perplexity, the table would name the wrong winner."

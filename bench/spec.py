@@ -75,9 +75,13 @@ class TrainConfig:
             raise ValueError("lr must be positive; warmup_steps, eval_every and clip non-negative")
         if not 0 <= self.min_lr_ratio <= 1 or not 0 <= self.min_trust < 1:
             raise ValueError("min_lr_ratio must be in [0, 1] and min_trust in [0, 1)")
-        splits = [s.strip() for s in self.final_eval_splits.split(",") if s.strip()]
+        splits = self.final_splits
         if not splits or any(s not in ("valid", "test") for s in splits):
             raise ValueError("final_eval_splits must list valid and/or test, e.g. valid,test")
+
+    @property
+    def final_splits(self) -> tuple[str, ...]:
+        return tuple(s.strip() for s in self.final_eval_splits.split(",") if s.strip())
 
     def has_budget(self) -> bool:
         return any(getattr(self, k) is not None for k in

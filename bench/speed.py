@@ -12,13 +12,12 @@ from __future__ import annotations
 import time
 
 import torch
-import torch.nn.functional as F
 
-from bench.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
-from bench.models import build_model
+from bench.device import autocast, autocast_dtype, configure, describe, pick_device
 from bench.models.common import detach_state
 from bench.optim import build_optimizer
 from bench.spec import RunSpec, check_spec, resolve
+from bench.train import apply_gradients, build_training_model, forward_loss
 
 
 def _sync(device: torch.device) -> None:
@@ -35,12 +34,7 @@ def measure_speed(model_name: str, preset: str, vocab_size: int, overrides: dict
     configure(device)
     amp = autocast_dtype(device, cfg.precision)
     torch.manual_seed(0)
-    model = build_model(model_name, resolved.model_config).to(device)
-    flatten_lstms(model)
-    if cfg.compile:
-        for module in model.modules():
-            if type(module).__name__ in ("Boom", "SingleHeadAttention", "TransformerBlock"):
-                module.compile()
+    model = build_training_model(resolved, device)
     optimizer = build_optimizer(model.parameters(), cfg)
     tokens = torch.randint(0, vocab_size, (cfg.batch_size, cfg.bptt + 1), device=device)
     state = None
@@ -48,15 +42,9 @@ def measure_speed(model_name: str, preset: str, vocab_size: int, overrides: dict
     for step in range(warmup + steps):
         _sync(device)
         start = time.perf_counter()
-        with autocast(device, amp):
-            hidden, new_state = model(tokens[:, :-1], state if model.carries_state_in_training else None)
-            logits = model.logits(hidden)
-        loss = F.cross_entropy(logits.float().reshape(-1, vocab_size), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        if cfg.clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss, new_state = forward_loss(model, tokens[:, :-1], tokens[:, 1:],
+                                       state if model.carries_state_in_training else None, device, amp)
+        apply_gradients(model, optimizer, loss, cfg.clip)
         state = detach_state(new_state)
         _sync(device)
         if step >= warmup:

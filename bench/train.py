@@ -37,11 +37,11 @@ from bench.cache import EncodedCorpus, encode_corpus
 from bench.datastore import resolve_data_dir
 from bench.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
 from bench.errors import BenchError
-from bench.evaluate import EvalLayout, evaluate_ids
+from bench.evaluate import EvalLayout, evaluate_ids, run_layout
 from bench.fileio import write_json_atomic
 from bench.metrics import normalize_counts, text_counts
 from bench.models import build_model
-from bench.models.common import LanguageModel, detach_state, state_to
+from bench.models.common import LanguageModel, State, detach_state, state_to
 from bench.optim import build_optimizer, lr_factor
 from bench.spec import Resolved, RunSpec, TrainConfig, check_spec, resolve
 
@@ -122,7 +122,58 @@ def next_segment_length(config: TrainConfig, rng: np.random.Generator) -> int:
     return int(min(max(5, int(rng.normal(bptt, 5))), config.bptt))
 
 
+def mean_step_tokens(config: TrainConfig) -> float:
+    """Tokens per optimizer step on average (with ``seq_jitter`` 5% of the segments are half as long)."""
+    return config.batch_size * config.bptt * (0.975 if config.seq_jitter else 1.0)
+
+
+def budget_tokens(config: TrainConfig, chars_per_token: float, train_tokens: int) -> float | None:
+    """Training tokens the budget allows: the first limit reached (None for a time budget alone)."""
+    limits = []
+    if config.max_tokens:
+        limits.append(config.max_tokens)
+    if config.max_train_chars:
+        limits.append(config.max_train_chars / chars_per_token)
+    if config.max_steps:
+        limits.append(config.max_steps * mean_step_tokens(config))
+    if config.max_epochs:
+        limits.append(config.max_epochs * train_tokens)
+    return min(limits) if limits else None
+
+
 # ------------------------------------------------------------------------------------------- engine
+
+
+def build_training_model(resolved: Resolved, device: torch.device) -> LanguageModel:
+    """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts
+    without recurrence compiled (``nn.Module.compile`` keeps the state_dict names)."""
+    model = build_model(resolved.spec.model, resolved.model_config).to(device)
+    flatten_lstms(model)
+    if resolved.train.compile:
+        for module in model.modules():
+            if type(module).__name__ in ("Boom", "SingleHeadAttention", "TransformerBlock"):
+                module.compile()
+    return model
+
+
+def forward_loss(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: State | None,
+                 device: torch.device, amp: torch.dtype | None) -> tuple[torch.Tensor, State]:
+    """Mean cross-entropy (nats per token) of predicting ``y`` from ``x``, and the state after ``x``."""
+    with autocast(device, amp):
+        hidden, new_state = model(x, state)
+        logits = model.logits(hidden)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return loss, new_state
+
+
+def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+                    clip: float) -> None:
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
 
 
 @dataclass
@@ -177,10 +228,7 @@ class Trainer:
         torch.manual_seed(seed)
         random.seed(seed)
         self.jitter = np.random.default_rng(seed)
-        self.model: LanguageModel = build_model(resolved.spec.model, resolved.model_config).to(self.device)
-        flatten_lstms(self.model)
-        if self.cfg.compile:
-            self._compile()
+        self.model = build_training_model(resolved, self.device)
         self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
         self.rows = train_rows(prepared.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id,
                                self.device)
@@ -190,17 +238,8 @@ class Trainer:
 
     # ---- setup ----------------------------------------------------------------------------
 
-    def _compile(self) -> None:
-        """Compile the parts without recurrence (``nn.Module.compile`` keeps state_dict names)."""
-        for module in self.model.modules():
-            if type(module).__name__ in ("Boom", "SingleHeadAttention", "TransformerBlock"):
-                module.compile()
-
     def eval_layout(self) -> EvalLayout:
-        window = getattr(self.resolved.model_config, "context", None) if not self.model.carries_state_in_training \
-            else None
-        default_chunk = self.cfg.bptt if window is None else max(1, window // 2)
-        return EvalLayout(streams=self.cfg.eval_streams, chunk=self.cfg.eval_chunk or default_chunk, window=window)
+        return run_layout(self.model, self.cfg.eval_streams, self.cfg.bptt, self.cfg.eval_chunk)
 
     def budget_progress(self) -> float:
         c, p = self.cfg, self.progress
@@ -220,18 +259,9 @@ class Trainer:
         return max(parts)
 
     def estimated_total_steps(self) -> int | None:
-        c = self.cfg
-        tokens_per_step = self.cfg.batch_size * self.cfg.bptt * (0.975 if c.seq_jitter else 1.0)
-        estimates = []
-        if c.max_steps:
-            estimates.append(c.max_steps)
-        if c.max_epochs:
-            estimates.append(math.ceil(c.max_epochs * (self.rows.shape[1] - 1) * c.batch_size / tokens_per_step))
-        if c.max_train_chars:
-            estimates.append(math.ceil(c.max_train_chars / self.prepared.chars_per_token / tokens_per_step))
-        if c.max_tokens:
-            estimates.append(math.ceil(c.max_tokens / tokens_per_step))
-        return min(estimates) if estimates else None
+        train_tokens = (self.rows.shape[1] - 1) * self.cfg.batch_size
+        tokens = budget_tokens(self.cfg, self.prepared.chars_per_token, train_tokens)
+        return None if tokens is None else math.ceil(tokens / mean_step_tokens(self.cfg) - 1e-9)
 
     # ---- checkpoints ------------------------------------------------------------------------
 
@@ -301,19 +331,12 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         state = self.state if self.model.carries_state_in_training else None
-        with autocast(self.device, self.amp):
-            hidden, new_state = self.model(x, state)
-            logits = self.model.logits(hidden)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss, new_state = forward_loss(self.model, x, y, state, self.device, self.amp)
         loss_value = loss.item()
         if not math.isfinite(loss_value):
             raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
                                    f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
-        loss.backward()
-        if cfg.clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        apply_gradients(self.model, self.optimizer, loss, cfg.clip)
         self.state = detach_state(new_state) if self.model.carries_state_in_training else None
         p.pos += seq_len
         p.step += 1
@@ -419,33 +442,16 @@ def evaluate_splits(model: LanguageModel, prepared: Prepared, layout: EvalLayout
     return out
 
 
-def comparability(prepared: Prepared) -> tuple[bool, list[str]]:
-    """Whether the run's numbers compare with other runs' (and published ones), and why not."""
-    notes = []
-    tokenizer = prepared.encoded.tokenizer
-    statuses = {s: d.status for s, d in prepared.encoded.splits.items()}
-    lossy = [s for s, ok in prepared.lossless.items() if not ok]
-    if lossy:
-        notes.append(f"lossy tokenization: {tokenizer.spec.name} cannot give back {', '.join(lossy)} "
-                     f"(words outside its vocabulary become <unk>); bits per byte/char and word perplexity "
-                     f"are not comparable with lossless schemes")
-    unverified = [s for s, status in statuses.items() if status == "unverified"]
-    if unverified:
-        notes.append(f"unverified data: {', '.join(unverified)} not the official file(s)")
-    comparable = not notes
-    if any(status == "user" for status in statuses.values()):
-        notes.append("user corpus: compare only with runs on the same files (no official reference)")
-    return comparable, notes
-
-
 def build_result(trainer: Trainer, started: str, wall: float, metrics: dict, layout: EvalLayout,
                  evaluated: str) -> dict:
-    from bench.provenance import git_commit, library_versions, machine
+    from bench.provenance import comparability, git_commit, library_versions, machine
 
     prepared, p, resolved = trainer.prepared, trainer.progress, trainer.resolved
     splits = prepared.encoded.splits
     verified = all(s.verified for s in splits.values())
-    comparable, notes = comparability(prepared)
+    lossy = [s for s, ok in prepared.lossless.items() if not ok]
+    comparable, notes = comparability(prepared.encoded.tokenizer.spec.name, lossy,
+                                      {s: d.status for s, d in splits.items()})
     chars = p.tokens * prepared.chars_per_token
     model = trainer.model
     flops = model.flops_per_token(trainer.cfg.bptt)
@@ -507,8 +513,8 @@ def train(spec: RunSpec, show_progress: bool = True) -> dict:
         evaluated = f"best (step {trainer.progress.best_step})"
     layout = trainer.eval_layout()
     dump = out if trainer.cfg.dump_token_losses else None
-    splits = tuple(s.strip() for s in trainer.cfg.final_eval_splits.split(",") if s.strip())
-    metrics = evaluate_splits(trainer.model, prepared, layout, trainer.device, trainer.amp, splits, dump)
+    metrics = evaluate_splits(trainer.model, prepared, layout, trainer.device, trainer.amp,
+                              trainer.cfg.final_splits, dump)
     result = build_result(trainer, started, time.perf_counter() - wall_start, metrics, layout, evaluated)
     write_json_atomic(result_path, result)
     return result

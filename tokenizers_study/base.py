@@ -179,7 +179,9 @@ class Tokenizer(ABC):
         return self._id_byte_lengths()[np.asarray(ids, dtype=np.int64)]
 
     def _id_byte_lengths(self) -> np.ndarray:
-        raise NotImplementedError
+        """Bytes each id decodes to, from the id -> bytes table of schemes that decode through one
+        (``_id_bytes``); the others override this or ``byte_lengths``."""
+        return np.array([len(b) for b in self._id_bytes], dtype=np.int64)
 
     def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
         """Check ``decode(encode(text)) == text``; subclasses that can lose text say how much."""

@@ -114,9 +114,6 @@ class BPETokenizer(Tokenizer):
             table[i] = bytes(to_byte[c] for c in token)
         return table
 
-    def _id_byte_lengths(self) -> np.ndarray:
-        return np.array([len(b) for b in self._id_bytes], dtype=np.int64)
-
     def _encode(self, text: str) -> np.ndarray:
         encodings = self.hf.encode_batch(split_lines(text), add_special_tokens=False)
         if not encodings:

@@ -120,9 +120,6 @@ class _SentencePieceTokenizer(Tokenizer):
                 table.append(piece.replace(_SPACE_MARK, " ").encode("utf-8"))
         return table
 
-    def _id_byte_lengths(self) -> np.ndarray:
-        return np.array([len(b) for b in self._id_bytes], dtype=np.int64)
-
     def _encode(self, text: str) -> np.ndarray:
         lines = text.split("\n")
         newline = np.array([self.byte_id(10)], dtype=np.int32)
