@@ -158,7 +158,11 @@ def _flags(row) -> str:
 
 def _run_data(row) -> analysis.RunData:
     run_dir = Path(row["results_dir"]) / row["run_dir"]
-    return analysis.RunData(dict(row), json.loads((run_dir / "result.json").read_text()), run_dir)
+    result = run_dir / "result.json"
+    if not result.is_file():
+        raise BenchError(f"runs.csv lists {row['run_dir']} as done but {result} does not exist; run `bench "
+                         f"run-matrix` on the config again to rebuild runs.csv from the run folders")
+    return analysis.RunData(dict(row), json.loads(result.read_text()), run_dir)
 
 
 # ------------------------------------------------------------------------------------------ tables
@@ -243,9 +247,9 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     results_dir = Path(results_dir)
     table, done, axes = load_runs(results_dir)
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
+    runs = {row["run_dir"]: _run_data(row) for _, row in done.iterrows()}
     out = Path(out_dir) if out_dir else Path("reports") / name
     out.mkdir(parents=True, exist_ok=True)
-    runs = {row["run_dir"]: _run_data(row) for _, row in done.iterrows()}
     config_path = results_dir / "matrix.toml"
 
     # Numbers from the runs' artefacts.

@@ -189,6 +189,11 @@ def test_config_errors_are_one_line(tmp_path):
     assert_one_line_error(bench("run-matrix", str(bad)), "unknown section(s) ['oops']")
     assert_one_line_error(bench("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
     assert_one_line_error(bench("report", str(tmp_path)), "runs.csv does not exist")
+    (tmp_path / "runs.csv").write_text("model,tokenizer,dataset,seed,match,phase,run_dir,status,comparable,"
+                                       "test_lossless,matrix\nlstm,byte,toy,0,chars,,gone-run,done,True,True,t\n")
+    assert_one_line_error(bench("report", str(tmp_path), "--out", str(tmp_path / "report")),
+                          "lists gone-run as done but")
+    assert not (tmp_path / "report").exists()
 
 
 @pytest.mark.parametrize("name", ["smoke", "quick", "attack", "paper-enwik8"])
