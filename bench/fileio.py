@@ -1,4 +1,4 @@
-"""Hashing and atomic writes: a crash never leaves a half-written file."""
+"""Files: hashing, atomic writes (a crash never leaves a half-written file) and reading TOML configs."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import hashlib
 import json
 import os
 import tempfile
+import tomllib
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from bench.errors import BenchError
 
 _CHUNK = 1 << 22
 
@@ -71,16 +74,12 @@ def write_json_atomic(path: str | Path, obj: object) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-def read_text_exact(path: str | Path) -> str:
-    """Read a file as text without any newline translation.
-
-    Bytes that are not valid UTF-8 (for example a multi-byte character cut by a
-    fixed byte split such as enwik8's) become lone surrogates U+DC80..U+DCFF, so
-    ``text.encode("utf-8", "surrogateescape")`` gives back the file byte for byte.
-    """
-    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
-
-
-def text_bytes(text: str) -> bytes:
-    """The exact bytes of a text read with :func:`read_text_exact`."""
-    return text.encode("utf-8", "surrogateescape")
+def read_toml(path: str | Path) -> dict:
+    """A TOML file as a dict; a missing or malformed file is a one-line error."""
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise BenchError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BenchError(f"config file {path} is not valid TOML: {exc}") from None

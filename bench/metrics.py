@@ -45,17 +45,9 @@ from __future__ import annotations
 
 import math
 
+from tokenizers_study.text import text_counts
+
 LN2 = math.log(2.0)
-
-
-def text_counts(text: str) -> dict[str, int]:
-    """The text-side denominators: bytes, characters, words, lines."""
-    return {
-        "n_bytes": len(text.encode("utf-8", "surrogateescape")),
-        "n_chars": len(text),
-        "n_words": len(text.split()),
-        "n_lines": text.count("\n"),
-    }
 
 
 def normalize(total_nll_nats: float, text: str, n_tokens: int) -> dict:

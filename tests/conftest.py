@@ -1,9 +1,12 @@
-"""Shared fixtures: a synthetic corpus, adversarial strings, and the offline mirror when present."""
+"""Shared test helpers, as fixtures: a synthetic corpus, adversarial strings, the command line and its
+one-line errors, and the offline mirror when present."""
 
 from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,8 +52,59 @@ def synthetic_text(n_lines: int = 400, seed: int = 0) -> str:
 
 
 @pytest.fixture(scope="session")
+def make_text():
+    """``make_text(n_lines=400, seed=0)``: a deterministic English-like text."""
+    return synthetic_text
+
+
+@pytest.fixture(scope="session")
 def corpus_text() -> str:
     return synthetic_text()
+
+
+@pytest.fixture(scope="session")
+def adversarial_texts() -> list[str]:
+    return list(ADVERSARIAL)
+
+
+def pytest_generate_tests(metafunc):
+    """A test that takes ``adversarial_text`` runs once per adversarial string."""
+    if "adversarial_text" in metafunc.fixturenames:
+        metafunc.parametrize("adversarial_text", ADVERSARIAL, ids=[f"adversarial{i}" for i in range(len(ADVERSARIAL))])
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+def _run_cli(*args, env=None, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "cli.py"), *args], capture_output=True, text=True,
+                          env=env, cwd=cwd or REPO, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """``cli(*args)``: run ``python cli.py ARGS`` in a subprocess; returns the CompletedProcess."""
+    return _run_cli
+
+
+def _assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str, code: int | None = None) -> None:
+    assert result.returncode != 0
+    if code is not None:
+        assert result.returncode == code
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="session")
+def one_line_error():
+    """``one_line_error(result, *fragments, code=None)``: the command failed with one line naming the fragments."""
+    return _assert_one_line_error
 
 
 def find_mirror() -> Path | None:
@@ -72,7 +126,7 @@ def mirror() -> Path:
 @pytest.fixture(scope="session")
 def wt2_data_dir(tmp_path_factory, mirror) -> Path:
     """A data folder with WikiText-2 fetched from the mirror (train: the partial copy, unverified)."""
-    from bench.datastore import fetch
+    from bench.data.fetch import fetch
 
     data_dir = tmp_path_factory.mktemp("data")
     files = {}

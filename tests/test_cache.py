@@ -3,20 +3,20 @@
 import numpy as np
 import pytest
 
-import bench.cache as cache
-from bench import datastore
-from bench.corpora import SPLITS
-from tests.conftest import synthetic_text
+import bench.data.cache as cache
+from bench.data.corpora import SPLITS
+from bench.data.store import verify
+from bench.data.user import add_user_corpus
 
 
 @pytest.fixture
-def user_corpus(tmp_path):
+def user_corpus(tmp_path, make_text):
     paths = {}
     for i, s in enumerate(SPLITS):
         paths[s] = tmp_path / f"{s}.txt"
-        paths[s].write_text(synthetic_text(n_lines=120, seed=i))
+        paths[s].write_text(make_text(n_lines=120, seed=i))
     data_dir = tmp_path / "data"
-    datastore.add_user_corpus("tiny", paths, data_dir)
+    add_user_corpus("tiny", paths, data_dir)
     return data_dir
 
 
@@ -42,15 +42,15 @@ def test_cached_ids_decode_to_the_split(user_corpus):
     assert enc.ids["train"].dtype == np.uint16
 
 
-def test_changed_train_file_retrains_and_changed_scheme_reencodes(user_corpus):
+def test_changed_train_file_retrains_and_changed_scheme_reencodes(user_corpus, make_text):
     a = cache.encode_corpus("tiny", "bpe:300", user_corpus)
     b = cache.encode_corpus("tiny", "bpe:310", user_corpus)
     assert a.tokenizer.hash != b.tokenizer.hash
     assert len(a.ids["valid"]) != len(b.ids["valid"]) or not np.array_equal(a.ids["valid"], b.ids["valid"])
 
     train = user_corpus / "tiny" / "train.txt"
-    train.write_text(synthetic_text(n_lines=120, seed=42))
-    datastore.verify("tiny", user_corpus)  # accept the change (it stays a user corpus)
+    train.write_text(make_text(n_lines=120, seed=42))
+    verify("tiny", user_corpus)  # accept the change (it stays a user corpus)
     c = cache.encode_corpus("tiny", "bpe:300", user_corpus)
     assert c.tokenizer.hash != a.tokenizer.hash
     assert not np.array_equal(c.ids["train"], a.ids["train"])
@@ -79,3 +79,18 @@ def test_changed_scheme_code_retrains_the_tokenizer(user_corpus, monkeypatch, tm
     assert cache._trainer_fingerprint("word-open") != before
     cache.cached_tokenizer("word-open:30", "tiny", user_corpus)
     assert len(trained) == 1
+
+
+def test_text_conventions_are_part_of_every_fingerprint(monkeypatch, tmp_path):
+    """Every scheme encodes through tokenizers_study.text, so a change there retrains them all."""
+    import inspect
+
+    from tokenizers_study import FAMILIES
+
+    before = {family: cache._trainer_fingerprint(family) for family in FAMILIES}
+    edited = tmp_path / "text_edited.py"
+    edited.write_text(open(inspect.getsourcefile(cache.tokenizer_text)).read() + "\n# a change\n")
+    real_getsourcefile = inspect.getsourcefile
+    monkeypatch.setattr(inspect, "getsourcefile",
+                        lambda obj: str(edited) if obj is cache.tokenizer_text else real_getsourcefile(obj))
+    assert all(cache._trainer_fingerprint(family) != before[family] for family in FAMILIES)

@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import corpora, datastore
-from bench.corpora import Archive, FileCheck, SplitSource, make_enwik8_like
-from bench.datastore import fetch, open_split, verify
+from bench.data import corpora
+from bench.data.corpora import Archive, FileCheck, SplitSource, make_enwik8_like
+from bench.data.fetch import fetch
+from bench.data.manifest import known_corpora
+from bench.data.store import open_split, verify
+from bench.data.user import add_user_corpus
 from bench.errors import BenchError
 
 
@@ -274,15 +277,15 @@ def test_user_corpus_is_recorded_by_sha256(tmp_path):
         paths[s] = tmp_path / f"{s}.txt"
         paths[s].write_text(f"my own {s} text\n")
     data_dir = tmp_path / "data"
-    records = datastore.add_user_corpus("mine", paths, data_dir)
+    records = add_user_corpus("mine", paths, data_dir)
     assert records["test"].sha256 == sha256(b"my own test text\n")
     opened = open_split("mine", "test", data_dir)
     assert opened.status == "user" and not opened.verified
-    assert "mine" in datastore.known_corpora(data_dir)
+    assert "mine" in known_corpora(data_dir)
     with pytest.raises(BenchError, match="registry corpus"):
-        datastore.add_user_corpus("wikitext-2", paths, data_dir)
+        add_user_corpus("wikitext-2", paths, data_dir)
     with pytest.raises(BenchError, match="missing: valid"):
-        datastore.add_user_corpus("other", {"train": paths["train"], "test": paths["test"]}, data_dir)
+        add_user_corpus("other", {"train": paths["train"], "test": paths["test"]}, data_dir)
 
 
 def test_unknown_corpus_and_unfetched_corpus(tmp_path):

@@ -8,11 +8,11 @@ import shutil
 import pytest
 
 from bench.errors import BenchError
-from bench.matrix import expand, load_config, run_matrix
-from bench.report import build_report
-from bench.train import Trainer
-from tests.conftest import REPO, synthetic_text
-from tests.test_cli import assert_one_line_error, bench
+from bench.study.config import load_config
+from bench.study.execute import run_matrix
+from bench.study.grid import expand
+from bench.study.report import build_report
+from bench.engine.trainer import Trainer, TrainingInterrupted
 
 CONFIG = """
 [matrix]
@@ -66,9 +66,9 @@ match = "tokens"
 
 
 @pytest.fixture
-def toy(tmp_path):
+def toy(tmp_path, make_text):
     for i, split in enumerate(("train", "valid", "test")):
-        (tmp_path / f"{split}.txt").write_text(synthetic_text(n_lines=150 if split == "train" else 25, seed=i))
+        (tmp_path / f"{split}.txt").write_text(make_text(n_lines=150 if split == "train" else 25, seed=i))
     config = tmp_path / "toy.toml"
     config.write_text(CONFIG)
     return config, tmp_path / "results", tmp_path / "data"
@@ -88,13 +88,35 @@ def test_expansion_includes_and_budgets(toy):
     outcome = run_matrix(config_path, results, dry_run=True, data_dir=data)
     runs = [r for chain in outcome.chains for r in chain]
     assert all(r.status == "new" and r.params_total > 0 and r.train_flops > 0 for r in runs)
-    by_match = {}
-    for r in runs:
-        by_match.setdefault(r.cell["match"], []).append(r)
-    assert all(r.train_chars == pytest.approx(3000, rel=1e-6) for r in by_match["chars"])  # equal characters
-    assert all(r.train_tokens == 800 for r in by_match["tokens"])  # equal tokens
     assert len({r.run_dir.name for r in runs}) == len(runs)
+    # Characters per token measured here on the train file with each run's own tokenizer, not by the planner.
+    text = (config_path.parent / "train.txt").read_text()
+    for r in runs:
+        from bench.data.cache import cached_tokenizer
+
+        chars_per_token = len(text) / len(cached_tokenizer(r.cell["tokenizer"], "toy", data).encode(text))
+        if r.cell["match"] == "chars":  # equal characters: 3,000 of text and 32 of context, whatever a token is
+            assert r.train_tokens == pytest.approx(3000 / chars_per_token, rel=1e-12)
+            assert r.config.train.bptt == round(32 / chars_per_token)
+        else:  # equal tokens
+            assert r.train_tokens == 800 and r.config.train.bptt == 12
+    by_tokenizer = {r.cell["tokenizer"]: r for r in runs if r.cell["match"] == "chars" and r.cell["model"] == "lstm"}
+    assert by_tokenizer["byte"].train_tokens > 2 * by_tokenizer["word-open:60"].train_tokens
     assert not results.exists()  # a dry run writes no results
+
+
+def test_dry_run_finds_settings_that_would_fail_every_run(toy, cli, one_line_error):
+    config_path, results, data = toy
+    run_matrix(config_path, results, dry_run=True, data_dir=data)  # tokenizers trained: no progress lines below
+    config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["transformer"]')
+                           + "\n[models.transformer]\neval_chunk = 64\n")
+    one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
+                       str(data)), "cell model=transformer", "eval_chunk (64) is longer than the Transformer's "
+                   "context")
+    config_path.write_text(CONFIG.replace("[models.lstm]\n", "[models.lstm]\nbptt = 20\n"))
+    one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
+                       str(data)), "cell model=lstm", "both bptt (tokens) and context_chars")
+    assert not results.exists()
 
 
 @pytest.mark.slow
@@ -110,15 +132,11 @@ def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
         if self.progress.step == 2 and "word-open60-toy-s0-chars" in str(self.out) and "lstm" in str(self.out):
             calls["n"] += 1
             if calls["n"] == 1:
-                from bench.train import TrainingInterrupted
-
                 self.save_checkpoint()
                 raise TrainingInterrupted("stopped for the test")
         return original(self)
 
     monkeypatch.setattr(Trainer, "train_step", interrupt_the_third_run)
-    from bench.train import TrainingInterrupted
-
     with pytest.raises(TrainingInterrupted):
         run_matrix(config_path, results, data_dir=data, show_progress=False)
     rows = {r["run_dir"]: r for r in read_csv(results / "runs.csv")}
@@ -175,7 +193,7 @@ def test_parallel_jobs(toy):
     assert all((run.run_dir / "train.log").is_file() for chain in outcome.chains for run in chain)
 
 
-def test_config_errors_are_one_line(tmp_path):
+def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
     bad = tmp_path / "bad.toml"
     bad.write_text('[axes]\nmodel = ["sha-rnn"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n'
                    '[budget]\nchars = 100\n[context]\nchars = 10\n[shared]\nbogus = 1\n')
@@ -186,27 +204,27 @@ def test_config_errors_are_one_line(tmp_path):
     with pytest.raises(BenchError, match=r"match = chars needs \[budget\] chars"):
         load_config(bad)
     bad.write_text('[axes]\nmodel = ["sha-rnn"]\n[oops]\n')
-    assert_one_line_error(bench("run-matrix", str(bad)), "unknown section(s) ['oops']")
-    assert_one_line_error(bench("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
-    assert_one_line_error(bench("report", str(tmp_path)), "runs.csv does not exist")
+    one_line_error(cli("run-matrix", str(bad)), "unknown section(s) ['oops']")
+    one_line_error(cli("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
+    one_line_error(cli("report", str(tmp_path)), "runs.csv does not exist")
     (tmp_path / "runs.csv").write_text("model,tokenizer,dataset,seed,match,phase,run_dir,status,comparable,"
                                        "test_lossless,matrix\nlstm,byte,toy,0,chars,,gone-run,done,True,True,t\n")
-    assert_one_line_error(bench("report", str(tmp_path), "--out", str(tmp_path / "report")),
+    one_line_error(cli("report", str(tmp_path), "--out", str(tmp_path / "report")),
                           "lists gone-run as done but")
     assert not (tmp_path / "report").exists()
 
 
 @pytest.mark.parametrize("name", ["smoke", "quick", "attack", "paper-enwik8"])
-def test_shipped_configs_are_valid(name):
-    config = load_config(REPO / "configs" / f"{name}.toml")
+def test_shipped_configs_are_valid(name, repo):
+    config = load_config(repo / "configs" / f"{name}.toml")
     assert expand(config)
 
 
 @pytest.mark.mirror
 @pytest.mark.slow
-def test_smoke_config_and_report(wt2_data_dir, tmp_path):
+def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     results = tmp_path / "smoke"
-    outcome = run_matrix(REPO / "configs" / "smoke.toml", results, data_dir=wt2_data_dir, show_progress=False)
+    outcome = run_matrix(repo / "configs" / "smoke.toml", results, data_dir=wt2_data_dir, show_progress=False)
     assert set(outcome.counts) == {"done"}
     out = build_report(results, tmp_path / "report").parent
     for k, name in enumerate(["tokenization-attack", "vocabulary-sweep", "teacher-forcing", "closed-vocabulary",

@@ -3,7 +3,8 @@ import random
 
 import pytest
 
-from bench.metrics import LN2, normalize, text_counts
+from bench.metrics import LN2, normalize
+from tokenizers_study.text import text_counts
 
 TEXTS = ["plain ascii text\n", "héllo wörld — ünïcödé\n", "中文 日本語 😀\n\nline two", "x"]
 
@@ -49,7 +50,8 @@ def test_undecodable_bytes_count_as_one_byte_and_one_char():
 def test_word_perplexity_relation_and_bits_identity():
     rng = random.Random(1)
     for _ in range(50):
-        words = ["".join(rng.choice("abcdéü中 ") for _ in range(rng.randint(1, 8))) for _ in range(rng.randint(1, 30))]
+        words = ["".join(rng.choice("abcdéü中 ") for _ in range(rng.randint(1, 8)))
+                 for _ in range(rng.randint(1, 30))]
         text = "\n".join(words) + "x"
         total = rng.uniform(0.1, 500.0)
         r = normalize(total, text, n_tokens=rng.randint(1, 100))
@@ -74,7 +76,7 @@ def test_bad_input_is_rejected(total, n):
 
 @pytest.mark.mirror
 def test_wikitext2_test_counts_match_the_published_conventions(mirror):
-    from bench.fileio import read_text_exact
+    from tokenizers_study.text import read_text_exact
 
     text = read_text_exact(mirror / "wikitext-2" / "wiki.test.tokens")
     counts = text_counts(text)

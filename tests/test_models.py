@@ -6,12 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bench.engine.optim import Lamb
 from bench.models import build_model
 from bench.models.lstm import LSTMConfig
-from bench.models.sharnn import SHARNN, Boom, SHARNNConfig
-from bench.models.transformer import TransformerConfig
-from bench.optim import Lamb, lr_factor
-from bench.spec import TrainConfig
+from bench.models.sharnn import SHARNN, Boom, SHARNNConfig, SingleHeadAttention
+from bench.models.transformer import TransformerBlock, TransformerConfig
 
 V = 50
 
@@ -61,18 +60,22 @@ def test_sharnn_parameter_count_equals_the_reference(attention):
     assert model.num_params() == REFERENCE_FORWARD_PARAMS[attention]
 
 
-def test_sharnn_parameter_count_formula():
-    E, H, L, Vb = 1024, 4096, 4, 256
+@pytest.mark.parametrize("attention, attention_blocks", [("second-last", 1), ("all", 3), ("none", 0)])
+def test_sharnn_parameter_count_follows_the_architecture(attention, attention_blocks):
+    Vb, E, H, L = 50, 32, 128, 3  # not the reference size, so that no dimension is a special case
+    model = SHARNN(SHARNNConfig(vocab_size=Vb, emsize=E, nhid=H, nlayers=L, attention=attention))
     block = 2 * E + (8 * E * E + 8 * E) + (E * H + H) + 4 * E  # LN, LSTM, Boom, two LNs
-    attention = 4 * E + 3 * E + (E * E + E) + 2 * E + (2 * E * E + 2 * E)  # LNs, gates, query, its LN, over-param
-    assert REFERENCE_FORWARD_PARAMS["second-last"] == L * block + attention + Vb * E + Vb
+    head = 4 * E + 3 * E + (E * E + E) + 2 * E + (2 * E * E + 2 * E)  # LNs, gates, query, its LN, over-param
+    assert model.num_params() == L * block + attention_blocks * head + Vb * E + Vb  # tied embedding, output bias
 
 
-def test_sharnn_attention_placement():
-    config = SHARNNConfig(vocab_size=V, emsize=16, nhid=64, nlayers=4, attention="second-last")
-    assert [config.has_attention(i) for i in range(4)] == [False, False, True, False]
+@pytest.mark.parametrize("nlayers, placement", [(4, [False, False, True, False]), (1, [True])])
+def test_sharnn_attention_placement(nlayers, placement):
+    """Attention "second-last" means layer max(nlayers - 2, 0): one layer gets a head, where the reference has none."""
+    config = SHARNNConfig(vocab_size=V, emsize=16, nhid=64, nlayers=nlayers, attention="second-last")
+    assert [config.has_attention(i) for i in range(nlayers)] == placement
     model = SHARNN(config)
-    assert [b.attention is not None for b in model.blocks] == [False, False, True, False]
+    assert [b.attention is not None for b in model.blocks] == placement
 
 
 def test_sharnn_initialisation_follows_the_reference():
@@ -94,33 +97,36 @@ def test_boom_sums_chunks_of_the_wide_vector():
     assert torch.allclose(boom(x), expected)
 
 
-def test_sharnn_memory_is_bounded():
-    model = small("sha-rnn")
-    tokens = torch.randint(0, V, (2, 100))
+def states_along(model, tokens, size):
+    """The state after each ``size``-token segment of ``tokens``."""
     state = None
-    for start in range(0, 100, 20):
-        _, state = model(tokens[:, start:start + 20], state)
-    memories = state[1]
-    assert all(m.shape[1] == 64 for m in memories)  # max_memory positions, no more
+    for start in range(0, tokens.shape[1], size):
+        _, state = model(tokens[:, start:start + size], state)
+        yield state
+
+
+def test_sharnn_memory_is_bounded():
+    *_, state = states_along(small("sha-rnn"), torch.randint(0, V, (2, 100)), 20)
+    assert all(m.shape[1] == 64 for m in state[1])  # max_memory positions, no more
 
 
 # --------------------------------------------------------------------------- causality and state carry
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_changing_a_later_token_never_changes_an_earlier_prediction(name):
+@pytest.mark.parametrize("k", [0, 17, 39])
+def test_changing_a_later_token_never_changes_an_earlier_prediction(name, k):
     model = small(name)
     tokens = torch.randint(0, V, (2, 40))
     base = run_segments(model, tokens, [40])
-    for k in (0, 17, 39):
-        changed = tokens.clone()
-        changed[:, k] = (changed[:, k] + 1) % V
-        out = run_segments(model, changed, [40])
-        assert torch.equal(out[:, :k], base[:, :k])
-        assert not torch.allclose(out[:, k], base[:, k])
+    changed = tokens.clone()
+    changed[:, k] = (changed[:, k] + 1) % V
+    out = run_segments(model, changed, [40])
+    assert torch.equal(out[:, :k], base[:, :k])
+    assert not torch.allclose(out[:, k], base[:, k])
 
 
-@pytest.mark.parametrize("name", ["sha-rnn", "lstm", "transformer"])
+@pytest.mark.parametrize("name", MODELS)
 def test_causality_holds_across_segments(name):
     """In the second segment (after state/memory carry), a change at position k affects nothing before k."""
     model = small(name)
@@ -156,10 +162,7 @@ def test_segments_with_carried_state_equal_one_pass(name, sizes):
 def test_transformer_sliding_window_keeps_at_most_context_tokens():
     model = small("transformer")
     tokens = torch.randint(0, V, (1, 200))
-    state = None
-    for start in range(0, 200, 16):
-        _, state = model(tokens[:, start:start + 16], state)
-        assert state.shape[1] <= 63
+    assert all(state.shape[1] <= 63 for state in states_along(model, tokens, 16))
     # With a window, a token more than `context` back has no influence.
     a = run_segments(model, tokens, [16] * 12)
     changed = tokens.clone()
@@ -197,55 +200,31 @@ def test_tiny_model_overfits_a_short_text(name):
     assert loss.item() < 0.1 * math.log(V)  # far below the uniform distribution's ln V nats
 
 
-# --------------------------------------------------------------------------- optimizer and schedule
+# --------------------------------------------------------------------------- checkpoints and compilation
 
 
-def test_lamb_matches_its_definition():
-    torch.manual_seed(0)
-    w = torch.randn(5, 3, requires_grad=True)
-    w0 = w.detach().clone()
-    opt = Lamb([w], lr=0.1, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.01, min_trust=0.25)
-    m = torch.zeros_like(w0)
-    v = torch.zeros_like(w0)
-    ref = w0.clone()
-    for _ in range(3):
-        g = torch.randn(5, 3)
-        w.grad = g.clone()
-        opt.step()
-        m = 0.9 * m + 0.1 * g
-        v = 0.99 * v + 0.01 * g * g
-        u = m / (v.sqrt() + 1e-6) + 0.01 * ref  # no bias correction
-        trust = max(ref.norm().clamp(0, 10) / u.norm(), 0.25)
-        ref = ref - 0.1 * trust * u
-    assert torch.allclose(w.detach(), ref, atol=1e-6)
+def test_transformer_loads_checkpoints_with_sequential_mlp_names():
+    model = small("transformer")
+    old_names = {k.replace("mlp.up.", "mlp.0.").replace("mlp.down.", "mlp.2."): v.clone()
+                 for k, v in model.state_dict().items()}
+    assert "blocks.1.mlp.2.weight" in old_names
+    torch.manual_seed(1)
+    fresh = build_model("transformer", TransformerConfig(vocab_size=V, d_model=16, nlayers=2, nheads=2, context=64))
+    fresh.double().load_state_dict(old_names)  # strict: every key renamed, none missing
+    for name, value in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[name], value), name
 
 
-def test_lamb_trust_ratio_floor_and_weight_norm_clamp():
-    w = torch.full((100,), 1e-4, requires_grad=True)  # tiny weights: the trust ratio would be ~1e-3
-    w.grad = torch.ones(100)
-    Lamb([w], lr=1.0, betas=(0.0, 0.0), eps=0.0, min_trust=0.25).step()
-    # update u = g / |g| = 1 per element, |u| = 10; the floor makes the step 0.25 per element
-    assert torch.allclose(w.detach(), torch.full((100,), 1e-4 - 0.25))
-    big = torch.full((100,), 100.0, requires_grad=True)  # |w| = 1000, clamped to 10
-    big.grad = torch.ones(100)
-    Lamb([big], lr=1.0, betas=(0.0, 0.0), eps=0.0, min_trust=0.0).step()
-    assert torch.allclose(big.detach(), torch.full((100,), 100.0 - 1.0))  # trust = 10 / 10
+COMPILED_PARTS = {"sha-rnn": {Boom, SingleHeadAttention}, "lstm": set(), "transformer": {TransformerBlock}}
 
 
-def test_zero_weights_get_trust_one():
-    w = torch.zeros(4, requires_grad=True)
-    w.grad = torch.ones(4)
-    Lamb([w], lr=0.5, betas=(0.0, 0.0), eps=0.0, min_trust=0.25).step()
-    assert torch.allclose(w.detach(), torch.full((4,), -0.5))
+@pytest.mark.parametrize("name", MODELS)
+def test_compile_parts_compiles_exactly_the_named_module_types(name, monkeypatch):
+    model = small(name)
+    compiled = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda module, *args, **kwargs: compiled.append(module))
+    model.compile_parts()
+    expected = [m for m in model.modules() if type(m) in COMPILED_PARTS[name]]
+    assert {type(m) for m in expected} == COMPILED_PARTS[name]  # the small model has every intended type
+    assert [id(m) for m in compiled] == [id(m) for m in expected]
 
-
-def test_learning_rate_schedule():
-    cfg = TrainConfig(warmup_steps=10, schedule="constant", max_steps=100)
-    assert lr_factor(1, 0.0, cfg) == pytest.approx(0.1)
-    assert lr_factor(10, 0.1, cfg) == 1.0 and lr_factor(50, 0.5, cfg) == 1.0
-    cos = TrainConfig(warmup_steps=0, schedule="cosine", min_lr_ratio=0.1, max_steps=100)
-    assert lr_factor(1, 0.0, cos) == pytest.approx(1.0)
-    assert lr_factor(50, 0.5, cos) == pytest.approx(0.55)
-    assert lr_factor(100, 1.0, cos) == pytest.approx(0.1)
-    lin = TrainConfig(warmup_steps=0, schedule="linear", min_lr_ratio=0.0, max_steps=100)
-    assert lr_factor(30, 0.3, lin) == pytest.approx(0.7)

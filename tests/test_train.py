@@ -1,40 +1,44 @@
 """The training engine on a small corpus: results, resume, checkpoints, evaluation, CLI."""
 
+import dataclasses
 import json
+import math
 import os
+import re
 import signal
 
 import numpy as np
 import pytest
 import torch
 
-from bench import checkpoint, datastore
-from bench.corpora import SPLITS
+from bench.data.corpora import SPLITS
+from bench.data.user import add_user_corpus
+from bench.engine import checkpoint
+from bench.engine.inference import evaluate_checkpoint, load_model, sample
+from bench.engine.result import RunResult, RunStatus
+from bench.engine.run import execute, plan_run, train
+from bench.engine.spec import RunSpec
+from bench.engine.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 from bench.errors import BenchError
-from bench.inference import evaluate_checkpoint, load_model, sample
-from bench.spec import RunSpec
-from bench.train import Trainer, TrainingDiverged, TrainingInterrupted, train
-from tests.conftest import synthetic_text
-from tests.test_cli import assert_one_line_error, bench
 
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
         "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500}
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
+def data_dir(tmp_path_factory, make_text):
     root = tmp_path_factory.mktemp("corpus")
     paths = {}
     for i, split in enumerate(SPLITS):
         paths[split] = root / f"{split}.txt"
-        paths[split].write_text(synthetic_text(n_lines=300 if split == "train" else 60, seed=i))
+        paths[split].write_text(make_text(n_lines=300 if split == "train" else 60, seed=i))
     data = root / "data"
-    datastore.add_user_corpus("toy", paths, data)
+    add_user_corpus("toy", paths, data)
     return data
 
 
-def spec(data_dir, out, model="sha-rnn", tokenizer="byte", **overrides):
-    settings = dict(FAST)
+def spec(data_dir, out, model="sha-rnn", tokenizer="byte", without=(), **overrides):
+    settings = {k: v for k, v in FAST.items() if k not in without}
     if model == "lstm":
         settings.update(nhid=24)
     if model == "transformer":
@@ -47,26 +51,39 @@ def spec(data_dir, out, model="sha-rnn", tokenizer="byte", **overrides):
 
 def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
     result = train(spec(data_dir, tmp_path / "run"), show_progress=False)
-    assert result["status"] == "completed"
+    assert result.status is RunStatus.DONE
+    saved = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert saved["status"] == "done" and saved["schema_version"] == 2
     for split in ("valid", "test"):
-        m = result["metrics"][split]
+        m = saved["metrics"][split]
         for key in ("total_nll_nats", "n_tokens", "n_bytes", "n_chars", "n_words", "n_lines", "bits_per_byte",
                     "bits_per_char", "token_perplexity", "word_perplexity", "word_perplexity_eos"):
             assert key in m
         text = (data_dir / "toy" / f"{split}.txt").read_text()
         assert m["n_bytes"] == len(text.encode()) == m["n_tokens"]  # byte scheme: every byte scored
-        assert m["bits_per_byte"] < 8.0  # better than uniform after a few steps
-    assert result["model"]["params_total"] > result["model"]["params_non_embedding"] > 0
-    assert result["training"]["steps"] == 12 and result["training"]["chars_per_second"] > 0
-    assert result["evaluation"]["layout"] == {"streams": 4, "chunk": 32, "window": None}
-    assert result["data"]["splits"]["test"]["sha256"] and result["data"]["verified"] is False
-    assert result["provenance"]["git"]["commit"] and result["provenance"]["device"]["type"] == "cpu"
-    assert result["tokenizer"]["hash"] and result["resolved"]["model"]["emsize"] == 16
+    assert result.model.params_total > result.model.params_non_embedding > 0
+    assert result.training.steps == 12 and result.training.chars_per_second > 0
+    assert result.evaluation.layout == {"streams": 4, "chunk": 32, "window": None}
+    assert result.data.splits["test"].sha256 and result.data.verified is False
+    assert result.provenance.git["commit"] and result.provenance.device["type"] == "cpu"
+    assert result.tokenizer.hash and result.resolved["model"]["emsize"] == 16
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert any("valid_bits_per_char" in r for r in log) and any("train_loss" in r for r in log)
     # A finished run is not trained again.
     again = train(spec(data_dir, tmp_path / "run"), show_progress=False)
-    assert again["provenance"]["finished_at"] == result["provenance"]["finished_at"]
+    assert again.provenance.finished_at == result.provenance.finished_at
+    assert RunResult.from_json(saved).to_json() == saved
+
+
+def test_results_written_before_the_schema_had_a_version_are_read(data_dir, tmp_path):
+    """Version 1 result.json: no schema_version, status "completed"; still a finished run, same runs.csv row."""
+    result = train(spec(data_dir, tmp_path / "run"), show_progress=False)
+    version_1 = {k: v for k, v in result.to_json().items() if k != "schema_version"}
+    version_1["status"] = "completed"
+    (tmp_path / "run" / "result.json").write_text(json.dumps(version_1))
+    read = RunResult.read(tmp_path / "run" / "result.json")
+    assert read.status is RunStatus.DONE and read.flat() == result.flat()
+    assert train(spec(data_dir, tmp_path / "run"), show_progress=False).run_id == result.run_id  # not trained again
 
 
 def _final_weights(out):
@@ -99,7 +116,7 @@ def test_resume_after_a_signal_gives_the_same_run(data_dir, tmp_path, monkeypatc
     a, b = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     for split in ("valid", "test"):
-        assert resumed["metrics"][split]["total_nll_nats"] == reference["metrics"][split]["total_nll_nats"]
+        assert resumed.metrics[split].total_nll_nats == reference.metrics[split].total_nll_nats
 
 
 @pytest.mark.slow
@@ -120,17 +137,21 @@ def test_resume_after_a_crash_from_the_last_periodic_checkpoint(data_dir, tmp_pa
     resumed = train(spec(data_dir, tmp_path / "c", **RESUME), show_progress=False)
     a, c = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "c")
     assert all(torch.equal(a[k], c[k]) for k in a)
-    assert resumed["metrics"]["test"]["total_nll_nats"] == reference["metrics"]["test"]["total_nll_nats"]
+    assert resumed.metrics["test"].total_nll_nats == reference.metrics["test"].total_nll_nats
     steps = [json.loads(line)["step"] for line in (tmp_path / "c" / "log.jsonl").read_text().splitlines()]
     assert steps == sorted(steps)  # the crashed run's extra log lines were dropped on resume
 
 
 @pytest.mark.parametrize("model", ["lstm", "transformer"])
-def test_baselines_train_and_evaluate(data_dir, tmp_path, model):
-    result = train(spec(data_dir, tmp_path / model, model=model, tokenizer="bpe:300"), show_progress=False)
-    assert result["metrics"]["test"]["bits_per_byte"] < 8.0
+def test_baselines_learn(data_dir, tmp_path, model):
+    """Trained for a few dozen steps, each baseline beats the uniform model over its vocabulary by a margin that
+    an untrained model does not reach."""
+    result = train(spec(data_dir, tmp_path / model, model=model, tokenizer="bpe:300", max_steps=40),
+                   show_progress=False)
+    uniform_bits = math.log2(result.tokenizer.vocab_size)
+    assert result.metrics["test"].bits_per_token < 0.75 * uniform_bits
     if model == "transformer":
-        assert result["evaluation"]["layout"]["window"] == 16 and result["evaluation"]["layout"]["chunk"] == 8
+        assert result.evaluation.layout["window"] == 16 and result.evaluation.layout["chunk"] == 8
 
 
 def test_checkpoint_round_trip_and_eval_reproduces_the_result(data_dir, tmp_path):
@@ -139,13 +160,13 @@ def test_checkpoint_round_trip_and_eval_reproduces_the_result(data_dir, tmp_path
     loaded = load_model(out / "best.pt")
     assert loaded.tokenizer.spec.name == "word-open:100" and loaded.spec.model == "sha-rnn"
     report = evaluate_checkpoint(out, "test", data_dir)
-    assert report["metrics"]["total_nll_nats"] == pytest.approx(result["metrics"]["test"]["total_nll_nats"], rel=1e-12)
-    assert report["metrics"]["bits_per_char"] == pytest.approx(result["metrics"]["test"]["bits_per_char"], rel=1e-12)
+    assert report.metrics.total_nll_nats == pytest.approx(result.metrics["test"].total_nll_nats, rel=1e-12)
+    assert report.metrics.bits_per_char == pytest.approx(result.metrics["test"].bits_per_char, rel=1e-12)
     dump = tmp_path / "nll.npy"
     report = evaluate_checkpoint(out, "test", data_dir, dump=dump)
     token_nll = np.load(dump)
-    assert len(token_nll) == report["metrics"]["n_tokens"]
-    assert token_nll.sum() == pytest.approx(report["metrics"]["total_nll_nats"], rel=1e-5)
+    assert len(token_nll) == report.metrics.n_tokens
+    assert token_nll.sum() == pytest.approx(report.metrics.total_nll_nats, rel=1e-5)
     prompt, continuation = sample(out, "the game", max_tokens=5, seed=1)
     assert isinstance(continuation, str) and continuation
 
@@ -155,30 +176,36 @@ def test_eval_carries_the_training_data_status(data_dir, tmp_path):
     out = tmp_path / "run"
     train(spec(data_dir, out, tokenizer="bpe:300"), show_progress=False)
     report = evaluate_checkpoint(out / "best.pt", "test", data_dir)
-    assert report["trained_on"]["status"] == "user" and report["comparable"] is True
-    assert any("user corpus" in note for note in report["comparability_notes"])
+    assert report.trained_on["status"] == "user" and report.comparable is True
+    assert any("user corpus" in note for note in report.comparability_notes)
 
     payload = checkpoint.load(out / "best.pt")
     payload["data"]["train"].update(status="unverified", verified=False)
     checkpoint.save(tmp_path / "unverified.pt", payload)
     report = evaluate_checkpoint(tmp_path / "unverified.pt", "test", data_dir)
-    assert report["verified"] is False and report["comparable"] is False
-    assert any("trained on a train split" in note for note in report["comparability_notes"])
+    assert report.verified is False and report.comparable is False
+    assert any("trained on a train split" in note for note in report.comparability_notes)
 
 
 def test_closed_vocabulary_results_are_labelled_not_comparable(data_dir, tmp_path):
     result = train(spec(data_dir, tmp_path / "run", tokenizer="word:20"), show_progress=False)
-    assert result["comparable"] is False
-    assert any("lossy tokenization" in note for note in result["comparability_notes"])
-    assert result["metrics"]["test"]["lossless"] is False
+    assert result.comparable is False
+    assert any("lossy tokenization" in note for note in result.comparability_notes)
+    assert result.metrics["test"].lossless is False
 
 
 def test_context_and_budget_in_characters(data_dir, tmp_path):
-    result = train(spec(data_dir, tmp_path / "run", tokenizer="bpe:300", context_chars=40, max_steps=None,
-                        max_train_chars=4000), show_progress=False)
-    cpt = result["tokenizer"]["chars_per_token_train"]
-    assert result["resolved"]["train"]["bptt"] == round(40 / cpt)
-    assert 4000 <= result["training"]["chars"] < 4000 + 4 * result["resolved"]["train"]["bptt"] * cpt + 1
+    result = train(spec(data_dir, tmp_path / "run", tokenizer="bpe:300", without=("bptt",), context_chars=40,
+                        max_steps=None, max_train_chars=4000), show_progress=False)
+    text = (data_dir / "toy" / "train.txt").read_text()
+    from tokenizers_study import load_tokenizer
+
+    tokens = len(load_tokenizer(tmp_path / "run" / "tokenizer.json").encode(text))
+    chars_per_token = len(text) / tokens  # measured here, independently of the engine
+    assert result.tokenizer.chars_per_token_train == pytest.approx(chars_per_token, rel=1e-12)
+    assert result.resolved["train"]["bptt"] == round(40 / chars_per_token)
+    step_chars = 4 * result.resolved["train"]["bptt"] * chars_per_token
+    assert 4000 <= result.training.chars < 4000 + step_chars + 1
 
 
 def test_divergence_is_reported(data_dir, tmp_path):
@@ -187,34 +214,72 @@ def test_divergence_is_reported(data_dir, tmp_path):
                    max_steps=30), show_progress=False)
 
 
-def test_bad_settings_are_one_line_errors(data_dir, tmp_path):
-    with pytest.raises(BenchError, match="unknown setting 'emsiz'"):
-        train(spec(data_dir, tmp_path / "x", emsiz=3), show_progress=False)
-    with pytest.raises(BenchError, match="bad value 'lots' for max_steps"):
-        train(spec(data_dir, tmp_path / "x", max_steps="lots"), show_progress=False)
-    assert_one_line_error(bench("train", "--set", "attention=everywhere", "--data-dir", str(data_dir)),
-                          "allowed: second-last, all, none")
-    assert_one_line_error(bench("train", "--model", "gru"), "unknown model 'gru'")
-    assert_one_line_error(bench("train", "--preset", "huge"), "unknown preset 'huge'", "tiny, small, paper")
-    assert_one_line_error(bench("train", "--set", "nhid=100", "--data-dir", str(data_dir)), "multiple of emsize")
-    assert_one_line_error(bench("eval", str(tmp_path / "missing")), "no checkpoint")
+@pytest.mark.parametrize("overrides,message", [
+    ({"emsiz": 3}, "unknown setting 'emsiz'"),
+    ({"max_steps": "lots"}, "bad value 'lots' for max_steps"),
+    ({"context_chars": 64}, "both bptt (tokens) and context_chars (characters) are set"),
+    ({"batch_size": 100_000}, "too short for batch_size 100000"),
+    ({"max_steps": None}, "no training budget"),
+])
+def test_settings_that_cannot_work_fail_before_any_folder_is_made(data_dir, tmp_path, overrides, message):
+    with pytest.raises(BenchError, match=re.escape(message)):
+        train(spec(data_dir, tmp_path / "x", **overrides), show_progress=False)
+    assert not (tmp_path / "x").exists()
+
+
+def test_transformer_eval_chunk_beyond_its_window_is_a_resolution_error(data_dir, tmp_path):
+    with pytest.raises(BenchError, match=r"eval_chunk \(64\) is longer than the Transformer's context \(16\)"):
+        train(spec(data_dir, tmp_path / "x", model="transformer", eval_chunk=64), show_progress=False)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["--set", "attention=everywhere"], ["allowed: second-last, all, none"]),
+    (["--model", "gru"], ["unknown model 'gru'"]),
+    (["--preset", "huge"], ["unknown preset 'huge'", "tiny, small, paper"]),
+    (["--set", "nhid=100"], ["multiple of emsize"]),
+])
+def test_bad_train_options_are_one_line_errors(data_dir, cli, one_line_error, args, fragments):
+    one_line_error(cli("train", *args, "--data-dir", str(data_dir), "--dataset", "toy"), *fragments)
+
+
+def test_a_run_refuses_data_other_than_it_was_resolved_with(data_dir, tmp_path):
+    config = plan_run(spec(data_dir, tmp_path / "run"))
+    other = dataclasses.replace(config.data, split_sha256={**config.data.split_sha256, "test": "0" * 64})
+    with pytest.raises(BenchError, match="changed since this run was planned"):
+        execute(dataclasses.replace(config, data=other), show_progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+def test_describe_measures_characters_per_token_on_the_corpus(data_dir, cli, one_line_error):
+    args = ["models", "describe", "lstm", "--preset", "tiny", "--set", "context_chars=40", "--json"]
+    info = json.loads(cli(*args, "--tokenizer", "bpe:300", "--dataset", "toy", "--data-dir", str(data_dir)).stdout)
+    from bench.data.facts import load_data_facts
+
+    facts = load_data_facts("toy", "bpe:300", data_dir)
+    assert info["vocab_size"] == facts.vocab_size and info["flops_segment_tokens"] == round(40 / facts.chars_per_token)
+    one_line_error(cli(*args), "context_chars is in characters")  # no corpus: no characters per token
+
+
+def test_eval_of_a_missing_checkpoint(cli, one_line_error, tmp_path):
+    one_line_error(cli("eval", str(tmp_path / "missing")), "no checkpoint")
 
 
 @pytest.mark.slow
-def test_cli_train_eval_sample(data_dir, tmp_path):
+def test_cli_train_eval_sample(data_dir, tmp_path, cli):
     out = tmp_path / "cli"
     args = ["train", "--model", "lstm", "--preset", "tiny", "--tokenizer", "char", "--dataset", "toy",
             "--data-dir", str(data_dir), "--out", str(out), "--quiet"]
     for key, value in FAST.items():
         args += ["--set", f"{key}={value if key != 'nhid' else 24}"]
-    trained = bench(*args)
+    trained = cli(*args)
     assert trained.returncode == 0, trained.stderr
     assert "bits_per_char" in trained.stdout and "result:" in trained.stdout
-    evaluated = bench("eval", str(out), "--split", "valid", "--data-dir", str(data_dir), "--json")
+    evaluated = cli("eval", str(out), "--split", "valid", "--data-dir", str(data_dir), "--json")
     assert evaluated.returncode == 0, evaluated.stderr
     assert json.loads(evaluated.stdout)["metrics"]["n_tokens"] > 0
-    sampled = bench("sample", str(out / "best.pt"), "--prompt", "the ", "--tokens", "20")
+    sampled = cli("sample", str(out / "best.pt"), "--prompt", "the ", "--tokens", "20")
     assert sampled.returncode == 0 and sampled.stdout.startswith("the ")
-    described = bench("models", "describe", "sha-rnn", "--preset", "paper", "--vocab-size", "256", "--json")
+    described = cli("models", "describe", "sha-rnn", "--preset", "paper", "--vocab-size", "256", "--json")
     info = json.loads(described.stdout)
     assert info["params_total"] == 53_825_792 and info["flops_per_token_train"] > 3 * 2 * 50_000_000

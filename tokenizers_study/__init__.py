@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.errors import BenchError
 from tokenizers_study.base import FORMAT_VERSION, SCHEME_FORMS, SchemeSpec, Tokenizer, parse_scheme
 from tokenizers_study.bpe import BPETokenizer
 from tokenizers_study.byte_level import ByteTokenizer
 from tokenizers_study.char import CharTokenizer
+from tokenizers_study.errors import TokenizerError
 from tokenizers_study.sentencepiece_schemes import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer
 from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
 
@@ -42,8 +42,8 @@ def train_tokenizer(scheme: str | SchemeSpec, text: str) -> Tokenizer:
 def tokenizer_from_bytes(data: bytes) -> Tokenizer:
     doc = json.loads(data)
     if doc.get("format_version") != FORMAT_VERSION:
-        raise BenchError(f"tokenizer file format {doc.get('format_version')} is not supported (expected "
-                         f"{FORMAT_VERSION}); retrain the tokenizer")
+        raise TokenizerError(f"tokenizer file format {doc.get('format_version')} is not supported (expected "
+                             f"{FORMAT_VERSION}); retrain the tokenizer")
     spec = parse_scheme(doc["scheme"])
     tok = FAMILIES[spec.family].from_state(spec, doc["state"])
     return tok
@@ -53,9 +53,9 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     try:
         return tokenizer_from_bytes(Path(path).read_bytes())
     except FileNotFoundError:
-        raise BenchError(f"tokenizer file {path} does not exist") from None
+        raise TokenizerError(f"tokenizer file {path} does not exist") from None
     except (ValueError, KeyError) as exc:
-        raise BenchError(f"tokenizer file {path} is corrupt ({exc}); delete it to retrain") from None
+        raise TokenizerError(f"tokenizer file {path} is corrupt ({exc}); delete it to retrain") from None
 
 
 __all__ = [
@@ -63,6 +63,7 @@ __all__ = [
     "SCHEME_FORMS",
     "SchemeSpec",
     "Tokenizer",
+    "TokenizerError",
     "load_tokenizer",
     "parse_scheme",
     "tokenizer_from_bytes",

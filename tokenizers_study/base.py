@@ -2,11 +2,11 @@
 
 A scheme is named by a short string: ``byte``, ``char``, ``bpe:4096``,
 ``sp-bpe:4096``, ``sp-unigram:4096``, ``word:33278`` or ``word-open:33278``.
-Every tokenizer is trained on the train split only, is deterministic, saves
-to one JSON file and has a stable hash: the sha256 of that file's bytes.
+Every tokenizer is trained on the train split only, is deterministic, serialises
+to one JSON file (``to_bytes``) and has a stable hash: the sha256 of those bytes.
 
 Texts are Python strings read with ``surrogateescape`` (see
-``bench.fileio.read_text_exact``), so a byte sequence that is not valid UTF-8
+``tokenizers_study.text``), so a byte sequence that is not valid UTF-8
 survives as lone surrogates and every lossless scheme gives it back exactly.
 
 Every vocabulary has a ``<bos>`` token: the document-start context from which
@@ -20,13 +20,12 @@ import json
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar, Sequence
 
 import numpy as np
 
-from bench.errors import BenchError
-from bench.fileio import text_bytes, write_bytes_atomic
+from tokenizers_study.errors import TokenizerError
+from tokenizers_study.text import text_bytes
 
 FORMAT_VERSION = 1
 BOS = "<bos>"
@@ -49,17 +48,17 @@ def parse_scheme(name: str) -> SchemeSpec:
 
     family, _, size_text = name.strip().partition(":")
     if family not in FAMILIES:
-        raise BenchError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
+        raise TokenizerError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
     cls = FAMILIES[family]
     if cls.min_size is None:
         if size_text:
-            raise BenchError(f"scheme {family!r} takes no size; write it as {family!r}")
+            raise TokenizerError(f"scheme {family!r} takes no size; write it as {family!r}")
         return SchemeSpec(family)
     if not size_text.isdigit():
-        raise BenchError(f"scheme {name!r} needs a vocabulary size: write {family}:N with N an integer")
+        raise TokenizerError(f"scheme {name!r} needs a vocabulary size: write {family}:N with N an integer")
     size = int(size_text)
     if size < cls.min_size:
-        raise BenchError(f"scheme {name!r}: N must be at least {cls.min_size} ({cls.min_size_why})")
+        raise TokenizerError(f"scheme {name!r}: N must be at least {cls.min_size} ({cls.min_size_why})")
     return SchemeSpec(family, size)
 
 
@@ -119,9 +118,6 @@ class Tokenizer(ABC):
         if not hasattr(self, "_hash"):
             self._hash = hashlib.sha256(self.to_bytes()).hexdigest()
         return self._hash
-
-    def save(self, path: str | Path) -> None:
-        write_bytes_atomic(path, self.to_bytes())
 
     # ---- vocabulary ---------------------------------------------------------
 
@@ -194,8 +190,3 @@ class Tokenizer(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec.name} vocab={self.vocab_size}>"
-
-
-def decode_bytes(data: bytes | bytearray) -> str:
-    """Inverse of ``text_bytes``: invalid UTF-8 comes back as lone surrogates."""
-    return bytes(data).decode("utf-8", "surrogateescape")

@@ -17,7 +17,8 @@ from functools import cached_property
 
 import numpy as np
 
-from tokenizers_study.base import BOS, SchemeSpec, Tokenizer, decode_bytes
+from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
+from tokenizers_study.text import decode_bytes
 
 
 def byte_symbols() -> list[str]:

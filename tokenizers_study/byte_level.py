@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.fileio import text_bytes
-from tokenizers_study.base import SchemeSpec, Tokenizer, decode_bytes
+from tokenizers_study.base import SchemeSpec, Tokenizer
+from tokenizers_study.text import decode_bytes, text_bytes
 
 
 class ByteTokenizer(Tokenizer):

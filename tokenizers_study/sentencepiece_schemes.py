@@ -25,8 +25,9 @@ from functools import cached_property
 
 import numpy as np
 
-from bench.errors import BenchError
-from tokenizers_study.base import BOS, SchemeSpec, Tokenizer, decode_bytes
+from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
+from tokenizers_study.errors import TokenizerError
+from tokenizers_study.text import decode_bytes
 
 _SPACE_MARK = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
@@ -80,8 +81,8 @@ class _SentencePieceTokenizer(Tokenizer):
                 minloglevel=2,
             )
         except RuntimeError as exc:
-            raise BenchError(f"sentencepiece could not train {spec.name}: {exc}".splitlines()[0]
-                             + "; try a smaller N or a larger train split") from None
+            raise TokenizerError(f"sentencepiece could not train {spec.name}: {exc}".splitlines()[0]
+                                 + "; try a smaller N or a larger train split") from None
         return cls(spec, model.getvalue())
 
     def state(self) -> dict:

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.metrics import text_counts
 from tokenizers_study.base import Tokenizer
+from tokenizers_study.text import text_counts
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """``word:N`` (closed vocabulary) and ``word-open:N`` (open vocabulary).
 
 Words are whitespace-separated (``str.split``), so they match the word count
-``bench.metrics`` uses. The N most frequent words of the train split form the
-vocabulary (ties broken by the word itself, so training is deterministic).
+``tokenizers_study.text.text_counts`` uses. The N most frequent words of the
+train split form the vocabulary (ties broken by the word itself, so training
+is deterministic).
 
 Whitespace is kept exactly. A single space between two words is implicit: it
 costs no token, as in a classic word-level model. Every other whitespace run
@@ -28,8 +29,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from bench.fileio import text_bytes
-from tokenizers_study.base import BOS, LossReport, SchemeSpec, Tokenizer, decode_bytes
+from tokenizers_study.base import BOS, LossReport, SchemeSpec, Tokenizer
+from tokenizers_study.text import decode_bytes, text_bytes
 
 UNK = "<unk>"
 OOV = "<oov>"

@@ -9,29 +9,69 @@ Transformer's window of previous tokens. ``None`` means "start of a document".
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 State = Any  # nested lists/tuples of tensors, or None
 
 
 class LanguageModel(nn.Module):
+    """A model with an ``embedding`` matrix that doubles as its softmax weight (tied), plus ``output_bias``."""
+
     # Recurrent models carry their state from one training batch to the next (truncated BPTT).
     carries_state_in_training: bool = True
+    # The submodule types ``compile_parts`` compiles: the parts without recurrence (LSTMs stay eager).
+    parts_to_compile: ClassVar[tuple[type[nn.Module], ...]] = ()
+
+    embedding: nn.Embedding
+    output_bias: nn.Parameter
 
     def forward(self, tokens: torch.Tensor, state: State = None) -> tuple[torch.Tensor, State]:
         raise NotImplementedError
 
+    def add_tied_output_bias(self, vocab_size: int) -> None:
+        """Register the softmax bias (its weight is the embedding matrix).
+
+        Being the model's only direct parameter, it comes first in ``parameters()``
+        and the state_dict (before every submodule's), wherever it is registered.
+        """
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def init_normal(self, std: float) -> None:
+        """Draw every Linear and Embedding weight from N(0, std) and zero the Linear biases.
+
+        ``apply`` visits modules in a fixed order (children before parents, in
+        registration order), so the same seed gives the same weights.
+        """
+
+        def init(module: nn.Module) -> None:
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, 0.0, std)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+        self.apply(init)
+
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        return F.linear(hidden, self.embedding.weight, self.output_bias)
+
+    def compile_parts(self) -> None:
+        """``torch.compile`` each submodule of a type in ``parts_to_compile``, in place.
+
+        ``nn.Module.compile`` compiles in place, so state_dict names (and checkpoints) are unchanged.
+        """
+        for module in self.modules():
+            if isinstance(module, self.parts_to_compile):
+                module.compile()
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights are counted once
 
     def embedding_params(self) -> int:
-        raise NotImplementedError
+        return self.embedding.weight.numel()
 
     def non_embedding_params(self) -> int:
         return self.num_params() - self.embedding_params()

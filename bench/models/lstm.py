@@ -24,9 +24,9 @@ from bench.models.common import LanguageModel, State, run_lstm
 
 @dataclass
 class LSTMConfig:
-    vocab_size: int = 256
-    emsize: int = 400
-    nhid: int = 1150
+    vocab_size: int = 256  # set from the tokenizer when a run is resolved
+    emsize: int = 400  # embedding width, and the last LSTM's width (the softmax shares the embedding)
+    nhid: int = 1150  # width of the other LSTM layers
     nlayers: int = 3
     dropout: float = 0.1  # locked dropout on the last layer's output
     dropouth: float = 0.1  # locked dropout between LSTM layers
@@ -60,6 +60,8 @@ def embedding_dropout(embedding: nn.Embedding, tokens: torch.Tensor, p: float, t
 class LSTMLM(LanguageModel):
     """State: one batch-first ``(h, c)`` per layer."""
 
+    parts_to_compile = ()  # every layer is recurrent
+
     def __init__(self, config: LSTMConfig):
         super().__init__()
         self.config = config
@@ -67,11 +69,8 @@ class LSTMLM(LanguageModel):
         self.embedding = nn.Embedding(c.vocab_size, c.emsize)
         sizes = [c.emsize] + [c.nhid] * (c.nlayers - 1) + [c.emsize]
         self.lstms = nn.ModuleList(nn.LSTM(sizes[i], sizes[i + 1], batch_first=True) for i in range(c.nlayers))
-        self.output_bias = nn.Parameter(torch.zeros(c.vocab_size))
+        self.add_tied_output_bias(c.vocab_size)
         nn.init.uniform_(self.embedding.weight, -c.init_range, c.init_range)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.embedding.weight, self.output_bias)
 
     def _hidden_weights(self, lstm: nn.LSTM) -> dict:
         if not self.training or self.config.wdrop == 0.0:
@@ -90,9 +89,6 @@ class LSTMLM(LanguageModel):
             last = i == len(self.lstms) - 1
             h = locked_dropout(h, c.dropout if last else c.dropouth, self.training)
         return h, new_states
-
-    def embedding_params(self) -> int:
-        return self.embedding.weight.numel()
 
     def flops_per_token(self, segment: int) -> float:
         matrices = sum(4 * lstm.hidden_size * (lstm.input_size + lstm.hidden_size) for lstm in self.lstms)

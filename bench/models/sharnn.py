@@ -30,6 +30,9 @@ Architecture (E = ``emsize``, H = ``nhid``)::
   (memory plus the current segment), 5000 in the reference.
 * ``attention``: ``"second-last"`` puts the head in the second-last block only
   (the paper's single-head model), ``"all"`` in every block, ``"none"`` nowhere.
+  With a single layer, ``"second-last"`` puts the head on layer 0
+  (``max(nlayers - 2, 0)``); the reference (``use_attn = l == num_layers - 2``)
+  would put none there.
 
 Initialisation as in the reference: embedding and Linear weights from
 N(0, 0.1/sqrt(E)), biases zero, gates zero (so sigmoid gates start at 0.5);
@@ -63,9 +66,9 @@ Attention = Literal["second-last", "all", "none"]
 
 @dataclass
 class SHARNNConfig:
-    vocab_size: int = 256
-    emsize: int = 1024
-    nhid: int = 4096
+    vocab_size: int = 256  # set from the tokenizer when a run is resolved
+    emsize: int = 1024  # E: embedding, LSTM and attention width
+    nhid: int = 4096  # H: the Boom layer's inner width, a multiple of E
     nlayers: int = 4
     attention: Attention = "second-last"
     dropout: float = 0.1  # on the last block's output
@@ -83,6 +86,7 @@ class SHARNNConfig:
         if self.attention == "all":
             return True
         if self.attention == "second-last":
+            # max(): a one-layer model gets its head on layer 0, where the reference would build none.
             return layer == max(self.nlayers - 2, 0)
         return False
 
@@ -174,6 +178,8 @@ class SHABlock(nn.Module):
 class SHARNN(LanguageModel):
     """State: one ``(h, c)`` per block and one memory tensor per attention block (None elsewhere)."""
 
+    parts_to_compile = (Boom, SingleHeadAttention)
+
     def __init__(self, config: SHARNNConfig):
         super().__init__()
         self.config = config
@@ -182,18 +188,8 @@ class SHARNN(LanguageModel):
         self.input_dropout = nn.Dropout(config.dropouti)
         self.blocks = nn.ModuleList(SHABlock(config, config.has_attention(i)) for i in range(config.nlayers))
         self.output_dropout = nn.Dropout(config.dropout)
-        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.apply(self._init_weights)
-
-    def _init_weights(self, module: nn.Module) -> None:
-        std = 0.1 / math.sqrt(self.config.emsize)
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, 0.0, std)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.embedding.weight, self.output_bias)
+        self.add_tied_output_bias(config.vocab_size)
+        self.init_normal(0.1 / math.sqrt(E))
 
     def forward(self, tokens: torch.Tensor, state: State = None):
         """tokens: [B, T] -> (hidden [B, T, E], new state)."""
@@ -216,9 +212,6 @@ class SHARNN(LanguageModel):
             new_lstm.append(lstm_state)
             new_mem.append(memory)
         return self.output_dropout(h), (new_lstm, new_mem)
-
-    def embedding_params(self) -> int:
-        return self.embedding.weight.numel()
 
     def flops_per_token(self, segment: int) -> float:
         """Forward FLOPs per token (a multiply-add counts 2) when training on segments of ``segment`` tokens.

@@ -29,7 +29,7 @@ from bench.models.common import LanguageModel, State
 
 @dataclass
 class TransformerConfig:
-    vocab_size: int = 256
+    vocab_size: int = 256  # set from the tokenizer when a run is resolved
     d_model: int = 512
     nlayers: int = 8
     nheads: int = 8
@@ -83,15 +83,35 @@ class CausalSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, T, D))
 
 
+class MLP(nn.Module):
+    """Linear ``d_model`` -> ``mlp_width``, GELU, Linear back."""
+
+    def __init__(self, config: TransformerConfig):
+        super().__init__()
+        self.up = nn.Linear(config.d_model, config.mlp_width)
+        self.down = nn.Linear(config.mlp_width, config.d_model)
+        # The private form of register_load_state_dict_pre_hook: the public one needs torch 2.5.
+        self._register_load_state_dict_pre_hook(rename_sequential_mlp_keys)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+def rename_sequential_mlp_keys(state_dict: dict, prefix: str, *load_args) -> None:
+    """Old checkpoints, from when the MLP was nn.Sequential(Linear, GELU, Linear), name up and down 0 and 2."""
+    for old, new in (("0.", "up."), ("2.", "down.")):
+        for name in ("weight", "bias"):
+            if prefix + old + name in state_dict:
+                state_dict[prefix + new + name] = state_dict.pop(prefix + old + name)
+
+
 class TransformerBlock(nn.Module):
     def __init__(self, config: TransformerConfig):
         super().__init__()
         self.attn_norm = nn.LayerNorm(config.d_model)
         self.attn = CausalSelfAttention(config)
         self.mlp_norm = nn.LayerNorm(config.d_model)
-        self.mlp = nn.Sequential(
-            nn.Linear(config.d_model, config.mlp_width), nn.GELU(), nn.Linear(config.mlp_width, config.d_model)
-        )
+        self.mlp = MLP(config)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, rotary: tuple | None) -> torch.Tensor:
@@ -103,6 +123,7 @@ class TransformerLM(LanguageModel):
     """State: the previous tokens of the window, ``[B, K]`` with ``K < context``."""
 
     carries_state_in_training = False
+    parts_to_compile = (TransformerBlock,)
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -112,21 +133,12 @@ class TransformerLM(LanguageModel):
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(TransformerBlock(config) for _ in range(config.nlayers))
         self.final_norm = nn.LayerNorm(config.d_model)
-        self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():  # GPT-2: scale the residual projections by depth
-            if name.endswith("attn.out.weight") or name.endswith("mlp.2.weight"):
-                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * config.nlayers))
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, 0.0, 0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.embedding.weight, self.output_bias)
+        self.add_tied_output_bias(config.vocab_size)
+        self.init_normal(0.02)
+        # GPT-2: the projections that write into the residual stream start smaller, the deeper the model.
+        for block in self.blocks:
+            for projection in (block.attn.out, block.mlp.down):
+                nn.init.normal_(projection.weight, 0.0, 0.02 / math.sqrt(2 * config.nlayers))
 
     def forward(self, tokens: torch.Tensor, state: State = None):
         B, T = tokens.shape
@@ -151,8 +163,8 @@ class TransformerLM(LanguageModel):
         return hidden, new_state
 
     def embedding_params(self) -> int:
-        n = self.embedding.weight.numel()
-        return n + (self.positions.weight.numel() if self.positions is not None else 0)
+        positions = self.positions.weight.numel() if self.positions is not None else 0
+        return super().embedding_params() + positions
 
     def flops_per_token(self, segment: int) -> float:
         """Forward FLOPs per token on windows of ``segment`` tokens (a causal query attends to (T+1)/2 on average)."""

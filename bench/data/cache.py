@@ -23,21 +23,24 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.datastore import SplitData, open_split, resolve_data_dir
-from bench.fileio import atomic_path
+from bench.data.paths import resolve_data_dir
+from bench.data.store import SplitData, open_split
+from bench.fileio import atomic_path, write_bytes_atomic
 from tokenizers_study import FAMILIES, Tokenizer, load_tokenizer, parse_scheme, train_tokenizer
 from tokenizers_study import base as tokenizer_base
+from tokenizers_study import text as tokenizer_text
 
 
 def _trainer_fingerprint(family: str) -> str:
-    """The library version and a hash of the scheme's own code (its module and the shared base), so
-    that a change to how a scheme is trained or encodes never reuses a tokenizer trained before it."""
+    """The library version and a hash of the scheme's own code (its module, the shared base and the
+    text conventions it encodes with), so that a change to how a scheme is trained or encodes never
+    reuses a tokenizer trained before it."""
     from importlib.metadata import version
 
     library = {"bpe": "tokenizers", "sp-bpe": "sentencepiece", "sp-unigram": "sentencepiece"}.get(family)
     lib = f"{library}-{version(library)}" if library else "builtin"
     code = hashlib.sha256()
-    for module in (inspect.getmodule(FAMILIES[family]), tokenizer_base):
+    for module in (inspect.getmodule(FAMILIES[family]), tokenizer_base, tokenizer_text):
         code.update(Path(inspect.getsourcefile(module)).read_bytes())
     return f"{lib}-{code.hexdigest()[:12]}"
 
@@ -59,7 +62,7 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
         return load_tokenizer(path)
     _log(f"training {spec.name} on {corpus} train ({train.size / 1e6:.1f} MB)")
     tokenizer = train_tokenizer(spec, train.read_text())
-    tokenizer.save(path)
+    write_bytes_atomic(path, tokenizer.to_bytes())
     return tokenizer
 
 

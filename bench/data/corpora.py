@@ -3,7 +3,7 @@
 A corpus is plain data: where its official archive lives, the archive's size
 and sha256, and for every split the archive member it comes from, plus the
 official size and checksum of that file where one is published. Fetching,
-verifying and caching live in :mod:`bench.datastore`.
+verifying and caching live in the rest of :mod:`bench.data`.
 
 Integrity data and where it comes from:
 

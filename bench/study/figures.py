@@ -24,10 +24,10 @@ plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axe
 
 def tokenizer_colors(tokenizers: list[str]) -> dict[str, tuple]:
     cmap = plt.get_cmap("tab10" if len(tokenizers) <= 10 else "tab20")
-    return {t: cmap(i % cmap.N) for i, t in enumerate(sorted(tokenizers, key=_tokenizer_order))}
+    return {t: cmap(i % cmap.N) for i, t in enumerate(sorted(tokenizers, key=tokenizer_order))}
 
 
-def _tokenizer_order(name: str):
+def tokenizer_order(name: str):
     family, _, size = name.partition(":")
     order = {"byte": 0, "char": 1, "bpe": 2, "sp-bpe": 3, "sp-unigram": 4, "word-open": 5, "word": 6}
     return (order.get(family, 9), int(size) if size.isdigit() else 0, name)
@@ -64,7 +64,7 @@ def _legend(ax, df: pd.DataFrame, colors: dict) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + _flags_of(df, t))
-               for t in sorted(df["tokenizer"].unique(), key=_tokenizer_order)]
+               for t in sorted(df["tokenizer"].unique(), key=tokenizer_order)]
     handles += [Line2D([], [], color="0.3", marker=MARKERS.get(m, "D"), ls="", label=m)
                 for m in sorted(df["model"].unique())]
     ax.legend(handles=handles, fontsize=7, loc="best", frameon=False)
@@ -147,7 +147,7 @@ def teacher_forcing_figure(profiles: dict[str, dict]) -> Figure:
         _placeholder(fig, ax, "No per-token losses were dumped (set dump_token_losses = true in the config).")
         return fig
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
-    labels = sorted(profiles, key=lambda k: _tokenizer_order(k.split(" ")[-1]))
+    labels = sorted(profiles, key=lambda k: tokenizer_order(k.split(" ")[-1]))
     for label in labels:
         pieces = profiles[label]["pieces"]
         multi = [p for p in pieces]
@@ -181,7 +181,7 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
     rule = closed["match"].mode().iloc[0]  # compare on the closed runs' matching rule
     data = df[df["match"] == rule].sort_values(
-        ["model", "tokenizer"], key=lambda s: s.map(_tokenizer_order) if s.name == "tokenizer" else s)
+        ["model", "tokenizer"], key=lambda s: s.map(tokenizer_order) if s.name == "tokenizer" else s)
     xs = np.arange(len(data))
     for x, (_, r) in zip(xs, data.iterrows()):
         is_closed = r["tokenizer"].startswith("word:")
@@ -258,8 +258,8 @@ def matching_figure(df: pd.DataFrame) -> Figure:
     return fig
 
 
-def save(fig: Figure, folder, name: str) -> tuple[str, str, bytes]:
-    """Write PNG and SVG; returns the two file names and the PNG bytes (for embedding)."""
+def save(fig: Figure, folder, name: str) -> bytes:
+    """Write ``name``.png and ``name``.svg; returns the PNG bytes (for embedding)."""
     import io
 
     png = io.BytesIO()
@@ -267,4 +267,4 @@ def save(fig: Figure, folder, name: str) -> tuple[str, str, bytes]:
     (folder / f"{name}.png").write_bytes(png.getvalue())
     fig.savefig(folder / f"{name}.svg", format="svg", bbox_inches="tight")
     plt.close(fig)
-    return f"{name}.png", f"{name}.svg", png.getvalue()
+    return png.getvalue()

@@ -1,27 +1,24 @@
-"""What a training run is: plain, JSON-serialisable specs and their resolution.
+"""What a run is, as plain data: :class:`RunSpec` (what the user asked for) and :class:`TrainConfig`.
 
-A :class:`RunSpec` names the model, a preset, overrides (``--set KEY=VALUE``),
-the tokenization scheme, the corpus and the seed. Resolving it against the
-preset gives the model config (one dataclass per model family) and a
-:class:`TrainConfig`. Every field of either can be overridden; an unknown key
-or a bad value is a :class:`BenchError` that lists what is allowed.
+A :class:`RunSpec` names the model, a preset, overrides (``--set KEY=VALUE``), the
+tokenization scheme, the corpus and the seed. :func:`validate_spec` checks the names
+and converts every override to its field's type, before any data is touched; an
+unknown key or a bad value is a :class:`BenchError` that lists what is allowed.
+Turning a spec into the configuration a run executes is :mod:`bench.engine.resolve`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal, Optional
 
 from bench.errors import BenchError
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     # --- data layout ---------------------------------------------------------------------------
     batch_size: int = 16  # parallel streams the train split is laid out in
@@ -40,7 +37,7 @@ class TrainConfig:
     schedule: Literal["constant", "linear", "cosine"] = "constant"  # after warmup
     min_lr_ratio: float = 0.0  # where linear and cosine decay end, as a fraction of lr
     clip: float = 0.25  # gradient norm clipping (0: off)
-    # --- budget: training stops at the first limit reached ----------------------------------------
+    # --- budget: training stops at the first limit reached (bench.engine.budget) -------------------
     max_steps: Optional[int] = None
     max_epochs: Optional[float] = None
     max_train_chars: Optional[int] = None  # characters of training text seen
@@ -59,7 +56,7 @@ class TrainConfig:
     # --- runtime -------------------------------------------------------------------------------------
     device: str = "auto"  # auto, cpu, cuda, cuda:N, mps
     precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA
-    compile: bool = False  # torch.compile the non-recurrent parts
+    compile: bool = False  # torch.compile the parts each model names (LanguageModel.compile_parts)
 
     def __post_init__(self) -> None:
         positive = ("batch_size", "bptt", "eval_streams", "checkpoint_every", "log_every")
@@ -83,14 +80,10 @@ class TrainConfig:
     def final_splits(self) -> tuple[str, ...]:
         return tuple(s.strip() for s in self.final_eval_splits.split(",") if s.strip())
 
-    def has_budget(self) -> bool:
-        return any(getattr(self, k) is not None for k in
-                   ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes"))
 
-
-@dataclass
+@dataclass(frozen=True)
 class RunSpec:
-    """One training run, as plain data."""
+    """One training run as the user asked for it."""
 
     model: str = "sha-rnn"
     preset: str = "tiny"
@@ -109,40 +102,7 @@ class RunSpec:
         return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
-@dataclass
-class Resolved:
-    """A spec with its preset and overrides applied."""
-
-    spec: RunSpec
-    model_config: Any  # SHARNNConfig | LSTMConfig | TransformerConfig
-    train: TrainConfig
-    data: dict = field(default_factory=dict)  # tokenizer hash and split sha256s, once the data are known
-
-    def to_json(self) -> dict:
-        return {"spec": self.spec.to_json(), "model": asdict(self.model_config), "train": asdict(self.train),
-                "data": self.data}
-
-    def run_id(self) -> str:
-        """A hash of everything that determines the run's result: the resolved spec and the data's
-        identity (tokenizer hash, split checksums), not where the run is written."""
-        content = self.to_json()
-        content["spec"] = {k: v for k, v in content["spec"].items() if k not in ("out_dir", "data_dir")}
-        content["spec"]["overrides"] = {k: v for k, v in content["spec"]["overrides"].items()
-                                        if k not in ("device", "init_from")}
-        train = content["train"]
-        train.pop("device")  # where a run executes does not make it another run
-        if train["init_from"]:  # the previous run's folder name carries its run id; its location does not matter
-            train["init_from"] = Path(train["init_from"]).name
-        blob = json.dumps(content, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
-
-
 # ------------------------------------------------------------------------------ parsing --set values
-
-
-def _type_of(cls, name: str):
-    hints = typing.get_type_hints(cls)
-    return hints[name]
 
 
 def parse_value(kind, text: Any, key: str):
@@ -150,53 +110,57 @@ def parse_value(kind, text: Any, key: str):
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType) and type(None) in args:
-        if isinstance(text, str) and text.strip().lower() in ("none", "null", ""):
+        if text is None or (isinstance(text, str) and text.strip().lower() in ("none", "null", "")):
             return None
-        if text is None:
-            return None
-        inner = [a for a in args if a is not type(None)][0]
-        return parse_value(inner, text, key)
+        return parse_value(next(a for a in args if a is not type(None)), text, key)
     if origin is Literal:
         value = str(text).strip()
         if value not in args:
             raise BenchError(f"bad value {text!r} for {key}; allowed: {', '.join(map(str, args))}")
         return value
+    parsers = {bool: _parse_bool, int: _parse_int, float: _parse_float, str: str}
+    if kind not in parsers:
+        raise BenchError(f"cannot set {key} from the command line")
     try:
-        if kind is bool:
-            if isinstance(text, bool):
-                return text
-            value = str(text).strip().lower()
-            if value in ("1", "true", "yes", "on"):
-                return True
-            if value in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if kind is int:
-            if isinstance(text, bool):
-                raise ValueError
-            if isinstance(text, float):
-                if not text.is_integer():
-                    raise ValueError
-                return int(text)
-            value = str(text).strip().replace("_", "")
-            return int(float(value)) if ("e" in value.lower() and float(value).is_integer()) else int(value)
-        if kind is float:
-            if isinstance(text, bool):
-                raise ValueError
-            return float(text)
-        if kind is str:
-            return str(text)
+        return parsers[kind](text)
     except ValueError:
         raise BenchError(f"bad value {text!r} for {key}: expected {getattr(kind, '__name__', kind)}") from None
-    raise BenchError(f"cannot set {key} from the command line")
+
+
+def _parse_bool(text: Any) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+def _parse_int(text: Any) -> int:
+    if isinstance(text, bool):
+        raise ValueError(text)
+    if isinstance(text, float):
+        if not text.is_integer():
+            raise ValueError(text)
+        return int(text)
+    value = str(text).strip().replace("_", "")
+    return int(float(value)) if ("e" in value.lower() and float(value).is_integer()) else int(value)
+
+
+def _parse_float(text: Any) -> float:
+    if isinstance(text, bool):
+        raise ValueError(text)
+    return float(text)
 
 
 def allowed_keys(model: str) -> tuple[list[str], list[str]]:
+    """The model's settings and the training settings a spec may override."""
     from bench.models import config_class
 
     model_keys = [f.name for f in fields(config_class(model)) if f.name != "vocab_size"]
-    train_keys = [f.name for f in fields(TrainConfig)]
-    return model_keys, train_keys
+    return model_keys, [f.name for f in fields(TrainConfig)]
 
 
 def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
@@ -204,12 +168,14 @@ def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
     from bench.models import config_class
 
     model_keys, train_keys = allowed_keys(model)
+    model_hints = typing.get_type_hints(config_class(model))
+    train_hints = typing.get_type_hints(TrainConfig)
     out = {}
     for key, raw in pairs.items():
         if key in model_keys:
-            out[key] = parse_value(_type_of(config_class(model), key), raw, key)
+            out[key] = parse_value(model_hints[key], raw, key)
         elif key in train_keys:
-            out[key] = parse_value(_type_of(TrainConfig, key), raw, key)
+            out[key] = parse_value(train_hints[key], raw, key)
         else:
             raise BenchError(
                 f"unknown setting {key!r} for {model}; model settings: {', '.join(model_keys)}; "
@@ -218,41 +184,12 @@ def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def check_spec(spec: RunSpec) -> RunSpec:
-    """Validate names and overrides early (before any data is touched); returns a normalised copy."""
-    from bench.presets import get_preset
+def validate_spec(spec: RunSpec) -> RunSpec:
+    """Check names and overrides before any data is touched; returns the spec with the scheme's
+    canonical name and typed overrides. Everything that needs the data is checked by ``resolve``."""
+    from bench.engine.presets import get_preset
     from tokenizers_study import parse_scheme
 
     get_preset(spec.model, spec.preset)
-    parse_scheme(spec.tokenizer)
-    overrides = parse_overrides(spec.model, spec.overrides)
-    resolve(dataclasses.replace(spec, overrides=overrides), vocab_size=257, chars_per_token=1.0)
-    return dataclasses.replace(spec, tokenizer=parse_scheme(spec.tokenizer).name, overrides=overrides)
-
-
-def resolve(spec: RunSpec, vocab_size: int, chars_per_token: float, data: dict | None = None) -> Resolved:
-    """Apply preset and overrides; derive what depends on the tokenizer (vocabulary, context in tokens)."""
-    from bench.models import make_config
-    from bench.presets import get_preset
-
-    preset = get_preset(spec.model, spec.preset)
-    overrides = parse_overrides(spec.model, spec.overrides)
-    model_keys, _ = allowed_keys(spec.model)
-    model_values = {**preset["model"], **{k: v for k, v in overrides.items() if k in model_keys}}
-    train_values = {**preset["train"], **{k: v for k, v in overrides.items() if k not in model_keys}}
-    try:
-        train = TrainConfig(**train_values)
-    except ValueError as exc:
-        raise BenchError(f"bad training setting: {exc}") from None
-    if train.context_chars is not None:
-        train = dataclasses.replace(train, bptt=max(2, round(train.context_chars / chars_per_token)))
-    if not train.has_budget():
-        raise BenchError("no training budget: set one of max_steps, max_epochs, max_train_chars, max_tokens, "
-                         "max_minutes (e.g. --set max_steps=1000)")
-    if spec.model == "transformer" and "context" not in overrides:
-        model_values["context"] = train.bptt  # the Transformer's window is the training segment
-    model_values["vocab_size"] = vocab_size
-    model_config = make_config(spec.model, model_values)
-    if spec.model == "transformer" and train.bptt > model_config.context:
-        raise BenchError(f"bptt ({train.bptt}) is longer than the Transformer's context ({model_config.context})")
-    return Resolved(spec, model_config, train, dict(data or {}))
+    return dataclasses.replace(spec, tokenizer=parse_scheme(spec.tokenizer).name,
+                               overrides=parse_overrides(spec.model, spec.overrides))

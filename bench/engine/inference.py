@@ -8,17 +8,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench import checkpoint
-from bench.cache import encoded_split
-from bench.datastore import open_split, resolve_data_dir
-from bench.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
-from bench.evaluate import evaluate_ids, run_layout
-from bench.metrics import normalize_counts, text_counts
-from bench.provenance import comparability
+from bench.data.cache import encoded_split
+from bench.data.paths import resolve_data_dir
+from bench.data.store import open_split
+from bench.engine import checkpoint
+from bench.engine.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
+from bench.engine.evaluation import evaluate_ids, run_layout
+from bench.engine.result import CheckpointEvaluation, SplitMetrics, SplitProvenance
+from bench.engine.spec import RunSpec, TrainConfig
 from bench.models import build_model, make_config
 from bench.models.common import LanguageModel
-from bench.spec import RunSpec, TrainConfig
+from bench.provenance import comparability
 from tokenizers_study import Tokenizer, tokenizer_from_bytes
+from tokenizers_study.text import text_counts
 
 
 @dataclass
@@ -33,6 +35,8 @@ class Loaded:
 
 
 def load_model(path: str | Path, device: str = "auto") -> Loaded:
+    """A checkpoint's model on a device; only the spec, model and train parts of its resolved
+    configuration are read, so checkpoints of every version load."""
     payload = checkpoint.load(path)
     resolved = payload["resolved"]
     spec = RunSpec.from_json(resolved["spec"])
@@ -49,7 +53,7 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
 
 def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | Path | None = None,
                         streams: int | None = None, chunk: int | None = None, device: str = "auto",
-                        dump: Path | None = None) -> dict:
+                        dump: Path | None = None) -> CheckpointEvaluation:
     loaded = load_model(path, device)
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
     split_data = open_split(loaded.spec.dataset, split, data_dir)
@@ -61,22 +65,19 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
                           keep_token_nll=dump is not None)
     if dump is not None:
         np.save(dump, result.token_nll)
-    metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **text_counts(text))
-    report = loaded.tokenizer.loss_report(text, np.asarray(ids))
+    lossless = loaded.tokenizer.loss_report(text, np.asarray(ids)).lossless
+    metrics = SplitMetrics.score(result.total_nll_nats, result.n_tokens, text_counts(text), result.seconds, lossless)
     # The weights and the tokenizer come from the train split: unverified training data makes the
     # result unverified even when the evaluated split is the official file.
     trained_on = loaded.payload.get("data", {}).get("train")
     verified = split_data.verified and bool(trained_on and trained_on.get("verified"))
-    comparable, notes = comparability(loaded.tokenizer.spec.name, [] if report.lossless else [split],
+    comparable, notes = comparability(loaded.tokenizer.spec.name, [] if lossless else [split],
                                       {split: split_data.status, "train": trained_on and trained_on.get("status")})
-    return {
-        "checkpoint": str(path), "split": split, "corpus": loaded.spec.dataset,
-        "tokenizer": loaded.tokenizer.spec.name, "model": loaded.spec.model,
-        "layout": layout.to_json(), "metrics": metrics, "lossless": report.lossless,
-        "verified": verified, "comparable": comparable, "comparability_notes": notes,
-        "data": split_data.provenance(), "trained_on": trained_on,
-        "eval_seconds": result.seconds, "device": describe(loaded.device),
-    }
+    return CheckpointEvaluation(
+        checkpoint=str(path), split=split, corpus=loaded.spec.dataset, tokenizer=loaded.tokenizer.spec.name,
+        model=loaded.spec.model, layout=layout.to_json(), metrics=metrics, verified=verified, comparable=comparable,
+        comparability_notes=notes, data=SplitProvenance(**split_data.provenance()), trained_on=trained_on,
+        device=describe(loaded.device))
 
 
 @torch.no_grad()

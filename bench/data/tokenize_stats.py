@@ -6,7 +6,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.datastore import SplitData, open_split, resolve_data_dir
+from bench.data.cache import cached_tokenizer, save_encoded
+from bench.data.paths import resolve_data_dir
+from bench.data.store import SplitData, open_split
+from bench.provenance import git_commit, library_versions
 from bench.tables import markdown_table, text_table
 from tokenizers_study.stats import SchemeStats, scheme_stats
 
@@ -22,8 +25,6 @@ class StatsResult:
 
 
 def run_stats(dataset: str, schemes: list[str], splits: tuple[str, ...], data_dir: str | Path | None) -> StatsResult:
-    from bench.cache import cached_tokenizer, save_encoded
-
     data_dir = resolve_data_dir(data_dir)
     opened = {s: open_split(dataset, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
     texts = {s: opened[s].read_text() for s in splits}
@@ -59,8 +60,6 @@ def _notes(result: StatsResult) -> str:
 
 
 def stats_markdown(result: StatsResult) -> str:
-    from bench.provenance import git_commit, library_versions
-
     commit = git_commit()
     data_rows = [d.provenance() for d in result.splits.values()]
     parts = [

@@ -16,12 +16,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.device import autocast
+from bench.engine.device import autocast
+from bench.engine.layout import PreparedCorpus
+from bench.engine.result import SplitMetrics
 from bench.models.common import LanguageModel
 
 
@@ -108,3 +111,19 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
             np.zeros(0, dtype=np.float32)
     model.train(was_training)
     return EvalResult(float(total.item()), n, time.perf_counter() - start_time, layout, per_token)
+
+
+def evaluate_splits(model: LanguageModel, corpus: PreparedCorpus, layout: EvalLayout, device: torch.device,
+                    amp: torch.dtype | None, splits: tuple[str, ...], dump_dir: Path | None = None
+                    ) -> dict[str, SplitMetrics]:
+    """Every normalized metric of each split, from the total NLL over the whole split; with ``dump_dir``,
+    each token's NLL is saved as ``token_nll.<split>.npy`` there."""
+    out = {}
+    for split in splits:
+        result = evaluate_ids(model, corpus.encoded.ids[split], corpus.tokenizer.bos_id, layout, device, amp,
+                              keep_token_nll=dump_dir is not None)
+        out[split] = SplitMetrics.score(result.total_nll_nats, result.n_tokens, corpus.counts[split],
+                                        result.seconds, corpus.lossless[split])
+        if dump_dir is not None:
+            np.save(dump_dir / f"token_nll.{split}.npy", result.token_nll)
+    return out

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.fileio import text_bytes
-from bench.metrics import normalize_counts, text_counts
+from bench.engine.result import RunResult
+from bench.metrics import normalize_counts
+from tokenizers_study.text import text_bytes, text_counts
 
 
 # --------------------------------------------------------------------------------------- seeds
@@ -41,14 +42,9 @@ def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[floa
 class RunData:
     """What the analyses need from one finished run."""
 
-    row: dict
-    result: dict
+    row: dict  # its runs.csv row
+    result: RunResult
     run_dir: Path
-
-    @property
-    def label(self) -> str:
-        r = self.row
-        return f"{r['model']}/{r['tokenizer']}"
 
     def log(self) -> list[dict]:
         path = self.run_dir / "log.jsonl"
@@ -67,16 +63,14 @@ class RunData:
         return load_tokenizer(self.run_dir / "tokenizer.json")
 
     def split_data(self, split: str):
-        from bench.datastore import open_split
+        from bench.data.store import open_split
 
-        spec = self.result["spec"]
-        return open_split(spec["dataset"], split, spec["data_dir"])
+        return open_split(self.result.spec.dataset, split, self.result.spec.data_dir)
 
     def ids(self, split: str) -> np.ndarray:
-        from bench.cache import encoded_split
+        from bench.data.cache import encoded_split
 
-        spec = self.result["spec"]
-        return np.asarray(encoded_split(self.tokenizer, self.split_data(split), spec["data_dir"]))
+        return np.asarray(encoded_split(self.tokenizer, self.split_data(split), self.result.spec.data_dir))
 
 
 # --------------------------------------------------------------------------------------- unigram floor

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from bench.spec import TrainConfig
+from bench.engine.spec import TrainConfig
 
 
 class Lamb(torch.optim.Optimizer):

@@ -1,0 +1,105 @@
+"""``bench data``: fetch, list, verify and add corpora."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from bench.commands.common import data_dir_option, parse_pairs, split_list
+from bench.errors import BenchError
+
+app = typer.Typer(help="Corpora: fetch from the official source or a mirror, verify, list.", no_args_is_help=True)
+
+
+@app.command("fetch")
+def data_fetch(
+    name: str = typer.Argument(..., help="Corpus name: enwik8, wikitext-2, wikitext-2-raw, wikitext-103, "
+                               "wikitext-103-raw."),
+    mirror: Optional[Path] = typer.Option(None, "--mirror", help="Folder holding the official archives or "
+                                          "their extracted files (default: $BENCH_DATA_MIRROR). Without one, "
+                                          "the official archive is downloaded.", show_default=False),
+    data_dir: Optional[Path] = data_dir_option(),
+    splits: str = typer.Option("train,valid,test", "--splits", help="Comma-separated splits to fetch."),
+    file: List[str] = typer.Option([], "--file", help="SPLIT=PATH: take this split from PATH (for enwik8: the "
+                                   "whole enwik8 file, which is then cut). Repeatable."),
+    allow_unverified: bool = typer.Option(False, "--allow-unverified", help="Accept files that do not match the "
+                                          "official size and checksum; everything computed from them is "
+                                          "labelled verified: false."),
+) -> None:
+    """Fetch a corpus into the data folder, checking every file against its official size and checksum."""
+    from bench.data.fetch import fetch
+
+    records = fetch(name, data_dir=data_dir, mirror=mirror, allow_unverified=allow_unverified,
+                    files=parse_pairs(file, "--file"), splits=split_list(splits))
+    for split, record in records.items():
+        state = "verified" if record.verified else "NOT VERIFIED"
+        print(f"{name} {split}: {record.file} {record.size:,} bytes, sha256 {record.sha256[:16]}..., {state} "
+              f"({record.verified_by or record.problem}); from {record.source}")
+
+
+@app.command("list")
+def data_list(
+    data_dir: Optional[Path] = data_dir_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON records instead of a table."),
+) -> None:
+    """Show every corpus, which splits are present, their sizes and whether each is verified."""
+    from dataclasses import asdict
+
+    from bench.data.store import list_corpora
+    from bench.tables import text_table
+
+    rows = [asdict(r) for r in list_corpora(data_dir)]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(text_table(rows, ["corpus", "split", "present", "file", "size", "status", "verified"]))
+
+
+@app.command("verify")
+def data_verify(
+    name: Optional[str] = typer.Argument(None, help="Corpus to check (default: every corpus present)."),
+    data_dir: Optional[Path] = data_dir_option(),
+) -> None:
+    """Re-hash every fetched file and compare it with what was verified at fetch time and the official checksums."""
+    from dataclasses import asdict
+
+    from bench.data.store import verify
+    from bench.tables import text_table
+
+    rows = verify(name, data_dir)
+    if not rows:
+        print("no corpora fetched yet; run: bench data fetch NAME --mirror DIR")
+        return
+    print(text_table([asdict(r) for r in rows], ["corpus", "split", "file", "status", "intact", "message"]))
+    bad = [r for r in rows if not r.intact]
+    if bad:
+        raise BenchError(f"{len(bad)} file(s) failed verification (see the table above)")
+
+
+@app.command("add")
+def data_add(
+    name: Optional[str] = typer.Argument(None, help="Name for your corpus (not a registry name)."),
+    train: Optional[Path] = typer.Option(None, "--train", help="Train split text file."),
+    valid: Optional[Path] = typer.Option(None, "--valid", help="Validation split text file."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Test split text file."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML file with [corpora.NAME] tables "
+                                          "(train, valid, test paths, relative to the file)."),
+    data_dir: Optional[Path] = data_dir_option(),
+) -> None:
+    """Add your own corpus from text files; it is identified by the files' sha256 (there is no official copy)."""
+    from bench.data.user import add_user_corpus, corpora_from_toml
+
+    corpora: dict[str, dict] = {}
+    if config is not None:
+        corpora.update(corpora_from_toml(config))
+    if name is not None:
+        corpora[name] = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
+    if not corpora:
+        raise BenchError("give a corpus NAME with --train/--valid/--test, or --config FILE.toml")
+    for corpus, paths in corpora.items():
+        records = add_user_corpus(corpus, paths, data_dir)
+        for split, record in records.items():
+            print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}")

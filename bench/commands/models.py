@@ -1,0 +1,40 @@
+"""``bench models``: model families and their presets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, data_dir_option, parse_pairs,
+                                   sizing_dataset_option, sizing_tokenizer_option, vocab_size_option)
+
+app = typer.Typer(help="Model families and their presets: sizes, parameters, FLOPs.", no_args_is_help=True)
+
+
+@app.command("describe")
+def models_describe(
+    model: str = typer.Argument(..., help=MODEL_HELP),
+    preset: str = typer.Option("paper", "--preset", help=PRESET_HELP),
+    tokenizer: Optional[str] = sizing_tokenizer_option(),
+    dataset: Optional[str] = sizing_dataset_option(),
+    vocab_size: Optional[int] = vocab_size_option(),
+    settings: List[str] = typer.Option([], "--set", help=SET_HELP),
+    data_dir: Optional[Path] = data_dir_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Parameters (total and non-embedding) and estimated training FLOPs per token of a model."""
+    from bench.data.facts import facts_for_sizing
+    from bench.engine.describe import describe_model
+    from bench.engine.spec import RunSpec
+
+    facts = facts_for_sizing(vocab_size, tokenizer, dataset, data_dir)
+    info = describe_model(RunSpec(model=model, preset=preset, overrides=parse_pairs(settings, "--set")), facts)
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    for key, value in info.items():
+        if value is not None:
+            print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")

@@ -1,0 +1,125 @@
+"""``bench train``, ``eval``, ``sample`` and ``speed``: one run, one checkpoint, one model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option,
+                                   metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
+                                   sizing_tokenizer_option, vocab_size_option)
+from bench.errors import BenchError
+
+
+def train_command(
+    model: str = typer.Option("sha-rnn", "--model", help=MODEL_HELP),
+    preset: str = typer.Option("tiny", "--preset", help=PRESET_HELP),
+    tokenizer: str = typer.Option("byte", "--tokenizer", help=TOKENIZER_HELP),
+    dataset: str = typer.Option("wikitext-2", "--dataset", help="Corpus (fetched with `bench data fetch`)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    settings: List[str] = typer.Option([], "--set", help=SET_HELP),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: runs/<model>-<preset>-"
+                                       "<tokenizer>-<dataset>-s<seed>). Running again resumes or reuses it."),
+    data_dir: Optional[Path] = data_dir_option(),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
+) -> None:
+    """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
+    from dataclasses import asdict
+
+    from bench.engine.run import RESULT, train
+    from bench.engine.spec import RunSpec
+
+    spec = RunSpec(model=model, preset=preset, tokenizer=tokenizer, dataset=dataset, seed=seed,
+                   overrides=parse_pairs(settings, "--set"), data_dir=str(data_dir) if data_dir else None,
+                   out_dir=str(out) if out else None)
+    result = train(spec, show_progress=not quiet)
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    training = result.training
+    print(f"{result.model.name} ({result.model.params_total:,} parameters) on {result.data.corpus} / "
+          f"{result.tokenizer.scheme}: {training.steps} steps, {training.chars:,.0f} training characters, "
+          f"{training.chars_per_second:,.0f} char/s on {result.provenance.device['type']}")
+    print(metrics_table({split: asdict(m) for split, m in result.metrics.items()}))
+    print_comparability(result.comparable, result.comparability_notes)
+    print(f"result: {Path(result.spec.out_dir) / RESULT}")
+
+
+def eval_command(
+    checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
+    split: str = typer.Option("test", "--split", help="train, valid or test."),
+    data_dir: Optional[Path] = data_dir_option(),
+    streams: Optional[int] = typer.Option(None, "--streams", help="Parallel evaluation streams (default: the "
+                                          "run's eval_streams)."),
+    chunk: Optional[int] = typer.Option(None, "--chunk", help="Tokens per forward pass; the Transformer's stride."),
+    dump_token_losses: Optional[Path] = typer.Option(None, "--dump-token-losses", help="Save each token's NLL "
+                                                     "(nats) to this .npy file."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
+    from dataclasses import asdict
+
+    from bench.engine.inference import evaluate_checkpoint
+
+    report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+        return
+    print(f"{report.model} / {report.tokenizer} on {report.corpus} {split}; layout {report.layout}; "
+          f"data verified: {report.verified}")
+    print(metrics_table({split: asdict(report.metrics)}))
+    print_comparability(report.comparable, report.comparability_notes)
+
+
+def sample_command(
+    checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
+    prompt: str = typer.Option("", "--prompt", help="Text to continue."),
+    tokens: int = typer.Option(200, "--tokens", help="Tokens to generate."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Softmax temperature."),
+    top_k: int = typer.Option(0, "--top-k", help="Sample among the k most likely tokens (0: all)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+) -> None:
+    """Generate text from a trained model."""
+    from bench.engine.inference import printable, sample
+
+    if tokens < 1 or temperature <= 0:
+        raise BenchError("--tokens must be at least 1 and --temperature positive")
+    prompt_text, continuation = sample(checkpoint_path, prompt, tokens, temperature, top_k, seed)
+    print(printable(prompt_text + continuation))
+
+
+def speed_command(
+    model: str = typer.Option("sha-rnn", "--model", help=MODEL_HELP),
+    preset: str = typer.Option("tiny", "--preset", help=PRESET_HELP),
+    tokenizer: Optional[str] = sizing_tokenizer_option(),
+    dataset: Optional[str] = sizing_dataset_option(),
+    vocab_size: Optional[int] = vocab_size_option(),
+    steps: int = typer.Option(20, "--steps", help="Timed steps (after 3 untimed warm-up steps)."),
+    settings: List[str] = typer.Option([], "--set", help=SET_HELP),
+    data_dir: Optional[Path] = data_dir_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Measure training and evaluation throughput (tokens/s) of a model on this machine, on random tokens."""
+    from bench.data.facts import facts_for_sizing
+    from bench.engine.spec import RunSpec
+    from bench.engine.speed import measure_speed
+
+    if steps < 1:
+        raise BenchError("--steps must be at least 1")
+    facts = facts_for_sizing(vocab_size, tokenizer, dataset, data_dir)
+    spec = RunSpec(model=model, preset=preset, overrides=parse_pairs(settings, "--set"))
+    info = measure_speed(spec, facts, steps)
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    device = info["device"]
+    print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
+          f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
+    print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({info['train_tflops']:.2f} TFLOP/s)  "
+          f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s")
+    if info["budget_hours"] is not None:
+        print(f"budget: {info['budget_steps']:,} steps, about {info['budget_hours']:.2f} hours of training here")

@@ -1,0 +1,56 @@
+"""``bench run-matrix`` and ``bench report``: a whole study and its report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bench.commands.common import data_dir_option
+from bench.errors import BenchError
+
+PLAN_COLUMNS = ["phase", "status", "params_total", "bptt", "train_tokens", "train_chars", "train_flops", "run",
+                "problem"]
+
+
+def run_matrix_command(
+    config: Path = typer.Argument(..., help="Matrix config (TOML), e.g. configs/quick.toml."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (one row per run) and stop."),
+    jobs: int = typer.Option(1, "--jobs", help="Runs at a time (processes; one GPU each where there are several)."),
+    results: Optional[Path] = typer.Option(None, "--results", help="Results folder (default: results/<matrix "
+                                           "name>)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
+    data_dir: Optional[Path] = data_dir_option(),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
+    resume, failures are recorded. Writes runs.csv beside the per-run folders."""
+    from bench.engine.result import RunStatus
+    from bench.study.execute import run_matrix
+    from bench.tables import text_table
+
+    outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet)
+    if dry_run:
+        rows = [run.row() for chain in outcome.chains for run in chain]
+        axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []
+        print(text_table(rows, axes + PLAN_COLUMNS))
+        total = sum(r["train_flops"] or 0 for r in rows)
+        print(f"{len(rows)} runs; estimated training compute {total:.3e} FLOPs; results in {outcome.results_dir}")
+        return
+    print(f"{outcome.config.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())))
+    print(f"runs table: {outcome.csv_path}")
+    unfinished = sum(n for s, n in outcome.counts.items() if s != RunStatus.DONE)
+    if unfinished:
+        raise BenchError(f"{unfinished} run(s) did not finish (see status and error in {outcome.csv_path})")
+
+
+def report_command(
+    results: Path = typer.Argument(..., metavar="RESULTS_DIR", help="A matrix's results folder (with runs.csv)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<matrix name>)."),
+) -> None:
+    """Write report.md, a self-contained report.html and every figure (PNG and SVG) from a matrix's results."""
+    from bench.study.report import build_report
+
+    path = build_report(results, out)
+    print(f"report: {path} (and {path.with_suffix('.html')})")

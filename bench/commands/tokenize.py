@@ -1,0 +1,44 @@
+"""``bench tokenize``: train schemes and measure how they cut a corpus."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bench.commands.common import data_dir_option, echo_err, split_list
+from bench.errors import BenchError
+
+app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.", no_args_is_help=True)
+
+
+@app.command("stats")
+def tokenize_stats(
+    dataset: str = typer.Option(..., "--dataset", help="Corpus name (fetched into the data folder)."),
+    schemes: str = typer.Option("byte,char,bpe:4096,sp-unigram:4096,word:33278,word-open:33278", "--schemes",
+                                help="Comma-separated schemes: byte, char, bpe:N, sp-bpe:N, sp-unigram:N, "
+                                "word:N, word-open:N."),
+    splits: str = typer.Option("train,valid,test", "--splits", help="Comma-separated splits to measure."),
+    data_dir: Optional[Path] = data_dir_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of records instead of a table."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write a Markdown report to this file."),
+) -> None:
+    """Train (or load) each scheme on the train split and report how it cuts every split."""
+    from bench.data.tokenize_stats import run_stats, stats_markdown, stats_table
+    from tokenizers_study import parse_scheme
+
+    scheme_list = [parse_scheme(s).name for s in split_list(schemes)]  # validate all names first
+    if not scheme_list:
+        raise BenchError("--schemes is empty; give e.g. --schemes byte,bpe:4096")
+    result = run_stats(dataset, scheme_list, split_list(splits), data_dir)
+    if out is not None:
+        from bench.fileio import write_text_atomic
+
+        write_text_atomic(out, stats_markdown(result))
+        echo_err(f"wrote {out}")
+    if as_json:
+        print(json.dumps([r.to_json() for r in result.records], indent=2))
+    else:
+        print(stats_table(result))

@@ -1,0 +1,106 @@
+"""The user's own corpora: copied from files, or cut as a prefix of a fetched corpus.
+
+There is no official copy to verify them against, so they are identified by
+the sha256 of their files and their records say ``status: user``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.data.corpora import REGISTRY, SPLITS
+from bench.data.manifest import (STATUS_USER, SplitRecord, corpus_dir, is_user_corpus, read_manifest, timestamp,
+                                 write_manifest)
+from bench.data.paths import resolve_data_dir
+from bench.data.store import open_split
+from bench.errors import BenchError
+from bench.fileio import read_toml, sha256_bytes, write_bytes_atomic
+
+
+def _check_user_name(data_dir: Path, name: str) -> None:
+    if name in REGISTRY:
+        raise BenchError(f"{name!r} is a registry corpus; give your own corpus another name")
+    if not name or "/" in name or name.startswith("."):
+        raise BenchError(f"bad corpus name {name!r}; use letters, digits, '-' and '_'")
+    target = corpus_dir(data_dir, name)
+    if target.exists() and not is_user_corpus(data_dir, name):
+        raise BenchError(f"{target} exists and is not a user corpus; choose another name")
+
+
+def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data_dir: Path,
+                         note: str) -> dict[str, SplitRecord]:
+    """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there."""
+    target = corpus_dir(data_dir, name)
+    existing = read_manifest(data_dir, name)
+    digests = {split: sha256_bytes(data) for split, (data, _) in contents.items()}
+    if (existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS)
+            and all((target / existing[s].file).is_file() for s in SPLITS)):
+        return existing
+    records = {}
+    for split in SPLITS:
+        data, source = contents[split]
+        dest = target / f"{split}.txt"
+        write_bytes_atomic(dest, data)
+        records[split] = SplitRecord(file=dest.name, size=len(data), sha256=digests[split], status=STATUS_USER,
+                                     source=source, fetched_at=timestamp(), problem=note)
+    write_manifest(data_dir, name, records, user=True)
+    return records
+
+
+def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
+                    ) -> dict[str, SplitRecord]:
+    """Copy the user's own train/valid/test files into the data folder, recorded by sha256."""
+    data_dir = resolve_data_dir(data_dir)
+    _check_user_name(data_dir, name)
+    missing = [s for s in SPLITS if s not in paths]
+    if missing:
+        raise BenchError(f"corpus {name!r} needs train, valid and test files; missing: {', '.join(missing)}")
+    for split, path in paths.items():
+        if split not in SPLITS:
+            raise BenchError(f"unknown split {split!r}; splits are {', '.join(SPLITS)}")
+        if not Path(path).is_file():
+            raise BenchError(f"{split} file {path} does not exist")
+    contents = {s: (Path(paths[s]).read_bytes(), f"user file {Path(paths[s]).resolve()}") for s in SPLITS}
+    return _install_user_corpus(name, contents, data_dir,
+                                "user corpus: identified by its sha256, there is no official copy to verify against")
+
+
+def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: str | Path | None = None
+                      ) -> dict[str, SplitRecord]:
+    """A small corpus cut from the start of each split of a fetched corpus (at a line boundary).
+
+    Useful for quick studies and tests; it is a user corpus (not an official split),
+    and its record names the source file and its sha256.
+    """
+    data_dir = resolve_data_dir(data_dir)
+    _check_user_name(data_dir, name)
+    contents = {}
+    for split in SPLITS:
+        size = sizes.get(split)
+        if not isinstance(size, int) or size < 1:
+            raise BenchError(f"corpus {name!r}: {split}_bytes must be a positive integer")
+        original = open_split(source, split, data_dir)
+        data = original.path.read_bytes()[:size]
+        cut = data.rfind(b"\n") + 1 if len(data) == size and b"\n" in data else len(data)
+        contents[split] = (data[:cut], f"first {cut:,} bytes of {source} {split} (sha256 {original.sha256}, "
+                                       f"{original.status})")
+    return _install_user_corpus(name, contents, data_dir,
+                                f"derived corpus: a prefix of {source}, not an official split")
+
+
+def corpora_from_toml(path: str | Path) -> dict[str, dict[str, Path]]:
+    """User corpora of a config file (``[corpora.NAME]`` with train, valid and test paths); relative paths
+    are taken from the file's folder."""
+    path = Path(path)
+    table = read_toml(path).get("corpora", {})
+    if not isinstance(table, dict) or not table:
+        raise BenchError(f"{path} has no [corpora.NAME] tables; add one with train, valid and test paths")
+    corpora = {}
+    for name, entry in table.items():
+        if not isinstance(entry, dict):
+            raise BenchError(f"{path}: corpora.{name} must be a table with train, valid and test paths")
+        unknown = sorted(set(entry) - set(SPLITS))
+        if unknown:
+            raise BenchError(f"{path}: corpora.{name} has unknown keys {unknown}; allowed: {', '.join(SPLITS)}")
+        corpora[name] = {split: (path.parent / str(p)) for split, p in entry.items()}
+    return corpora

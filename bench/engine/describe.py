@@ -1,0 +1,32 @@
+"""Size and cost of a model configuration, without allocating its weights."""
+
+from __future__ import annotations
+
+import torch
+
+from bench.data.facts import DataFacts
+from bench.engine.resolve import resolve
+from bench.engine.spec import RunSpec, validate_spec
+
+
+def describe_model(spec: RunSpec, facts: DataFacts) -> dict:
+    """Parameters and FLOPs of the model a spec resolves to on data with these facts."""
+    from bench.models import build_model
+
+    config = resolve(validate_spec(spec), facts)
+    with torch.device("meta"):  # shapes only: no memory is allocated
+        net = build_model(spec.model, config.model)
+    segment = config.train.bptt
+    forward = net.flops_per_token(segment)
+    return {
+        "model": spec.model,
+        "preset": spec.preset,
+        "tokenizer": facts.scheme,
+        "dataset": facts.corpus,
+        "vocab_size": facts.vocab_size,
+        "params_total": net.num_params(),
+        "params_non_embedding": net.non_embedding_params(),
+        "flops_per_token_forward": int(forward),
+        "flops_per_token_train": int(3 * forward),
+        "flops_segment_tokens": segment,
+    }

@@ -1,0 +1,73 @@
+"""The text a run trains and is scored on, and how training walks through it.
+
+:func:`prepare_corpus` opens the encoded corpus of a resolved run, checks that it is
+the data the run was resolved with, and counts each split's text (the denominators
+of every metric). The train split is laid out as ``batch_size`` parallel streams,
+each starting with ``<bos>``, walked in segments of ``bptt`` tokens (truncated BPTT).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.data.cache import EncodedCorpus, encode_corpus
+from bench.data.facts import DataFacts, data_facts
+from bench.engine.spec import TrainConfig
+from bench.errors import BenchError
+from tokenizers_study import Tokenizer
+from tokenizers_study.text import text_counts
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class PreparedCorpus:
+    """A corpus under one tokenization with the text counts of each split."""
+
+    encoded: EncodedCorpus
+    facts: DataFacts
+    counts: dict[str, dict[str, int]]  # per split: n_bytes, n_chars, n_words, n_lines
+    lossless: dict[str, bool]  # per scored split: whether the tokenizer gives it back exactly
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.encoded.tokenizer
+
+
+def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: DataFacts | None = None
+                   ) -> PreparedCorpus:
+    """Open and count a corpus; with ``expected``, refuse data other than the run was resolved with."""
+    encoded = encode_corpus(dataset, scheme, data_dir, splits=SPLITS)
+    facts = data_facts(encoded)
+    if expected is not None and facts.identity() != expected.identity():
+        raise BenchError(f"the {dataset} data or the {scheme} tokenizer changed since this run was planned; "
+                         f"plan it again (bench run-matrix CONFIG, or bench train with the same settings)")
+    counts, lossless = {}, {}
+    for split in SPLITS:
+        text = encoded.splits[split].read_text()
+        counts[split] = text_counts(text)
+        if split != "train":
+            lossless[split] = encoded.tokenizer.loss_report(text, np.asarray(encoded.ids[split])).lossless
+    return PreparedCorpus(encoded, facts, counts, lossless)
+
+
+def train_rows(ids: np.ndarray, batch_size: int, bos_id: int, device: torch.device) -> torch.Tensor:
+    """The train split as ``batch_size`` contiguous streams, each preceded by ``<bos>``: [B, L + 1]."""
+    length = len(ids) // batch_size
+    rows = np.empty((batch_size, length + 1), dtype=np.int32)
+    rows[:, 0] = bos_id
+    rows[:, 1:] = np.asarray(ids[: batch_size * length], dtype=np.int32).reshape(batch_size, length)
+    return torch.from_numpy(rows).to(device)
+
+
+def next_segment_length(config: TrainConfig, rng: np.random.Generator) -> int:
+    """``bptt``, or with ``seq_jitter`` the reference's draw: bptt (halved 5% of the time) plus N(0, 5) noise,
+    at least 5 and at most bptt."""
+    if not config.seq_jitter:
+        return config.bptt
+    bptt = config.bptt if rng.random() < 0.95 else config.bptt / 2.0
+    return int(min(max(5, int(rng.normal(bptt, 5))), config.bptt))

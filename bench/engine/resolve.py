@@ -1,0 +1,121 @@
+"""A run resolved once: :func:`resolve` turns a spec and its data's facts into a :class:`RunConfig`.
+
+The run configuration is frozen and round-trips through JSON. ``bench train``
+resolves once, the matrix planner once per cell, and whoever executes the run (the
+CLI, a matrix worker, a cluster job) receives the configuration and checks its run
+id instead of resolving again. Settings that could only fail later (conflicting
+contexts, an evaluation stride beyond a Transformer's window, a batch the train
+split cannot fill, no budget) are one-line errors here, so ``--dry-run`` finds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.data.facts import DataFacts
+from bench.engine.budget import Budget, epoch_tokens
+from bench.engine.spec import RunSpec, TrainConfig, allowed_keys, parse_overrides
+from bench.errors import BenchError
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    spec: RunSpec
+    model: Any  # the model family's config dataclass (bench.models)
+    train: TrainConfig
+    data: DataFacts
+
+    @property
+    def budget(self) -> Budget:
+        return Budget.of(self.train)
+
+    def run_id(self) -> str:
+        """A hash of everything that determines the run's result: the resolved spec and the data's identity
+        (tokenizer hash, split checksums), not where the run is written or on which device."""
+        spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
+        spec["overrides"] = {k: v for k, v in spec["overrides"].items() if k not in ("device", "init_from")}
+        train = asdict(self.train)
+        train.pop("device")
+        if train["init_from"]:  # the previous run's folder name carries its run id; its location does not matter
+            train["init_from"] = Path(train["init_from"]).name
+        content = {"spec": spec, "model": asdict(self.model), "train": train, "data": self.data.identity()}
+        blob = json.dumps(content, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def with_spec(self, **changes) -> "RunConfig":
+        """The same run with spec fields that do not change its id (``out_dir``, ``data_dir``) set."""
+        allowed = {"out_dir", "data_dir"}
+        if set(changes) - allowed:
+            raise ValueError(f"only {allowed} can change without resolving again")
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, **changes))
+
+    def to_json(self) -> dict:
+        return {"spec": self.spec.to_json(), "model": asdict(self.model), "train": asdict(self.train),
+                "data": self.data.to_json(), "run_id": self.run_id()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunConfig":
+        """Rebuild a configuration and check that it is the run it says it is."""
+        from bench.models import make_config
+
+        spec = RunSpec.from_json(data["spec"])
+        config = cls(spec, make_config(spec.model, data["model"]), TrainConfig(**data["train"]),
+                     DataFacts.from_json(data["data"]))
+        if data.get("run_id") != config.run_id():
+            raise BenchError(f"run configuration {data.get('run_id')} does not hash to its run id "
+                             f"({config.run_id()}): it was edited or written by another version; plan it again")
+        return config
+
+
+def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
+    """Apply preset and overrides; derive what depends on the data (vocabulary, context in tokens)."""
+    from bench.engine.presets import get_preset
+    from bench.models import make_config
+
+    preset = get_preset(spec.model, spec.preset)
+    overrides = parse_overrides(spec.model, spec.overrides)
+    model_keys, _ = allowed_keys(spec.model)
+    model_values = {**preset["model"], **{k: v for k, v in overrides.items() if k in model_keys}}
+    train = _train_config(preset["train"], {k: v for k, v in overrides.items() if k not in model_keys}, facts)
+    if spec.model == "transformer" and "context" not in overrides:
+        model_values["context"] = train.bptt  # the Transformer's window is the training segment
+    model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
+    _check_layout(spec.model, model, train, facts)
+    return RunConfig(spec, model, train, facts)
+
+
+def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfig:
+    if "bptt" in overrides and overrides.get("context_chars") is not None:
+        raise BenchError("both bptt (tokens) and context_chars (characters) are set; set only one of them")
+    try:
+        train = TrainConfig(**{**preset, **overrides})
+    except ValueError as exc:
+        raise BenchError(f"bad training setting: {exc}") from None
+    if train.context_chars is not None:
+        if facts.chars_per_token is None:
+            raise BenchError("context_chars is in characters, and characters per token need the data: give "
+                             "--tokenizer and --dataset, or set bptt (tokens) instead")
+        train = dataclasses.replace(train, bptt=max(2, round(train.context_chars / facts.chars_per_token)))
+    if not Budget.of(train).is_set():
+        raise BenchError("no training budget: set one of max_steps, max_epochs, max_train_chars, max_tokens, "
+                         "max_minutes (e.g. --set max_steps=1000)")
+    return train
+
+
+def _check_layout(model_name: str, model, train: TrainConfig, facts: DataFacts) -> None:
+    """What would otherwise fail once training or evaluation starts."""
+    if model_name == "transformer":
+        if train.bptt > model.context:
+            raise BenchError(f"bptt ({train.bptt}) is longer than the Transformer's context ({model.context})")
+        if train.eval_chunk is not None and train.eval_chunk > model.context:
+            raise BenchError(f"eval_chunk ({train.eval_chunk}) is longer than the Transformer's context "
+                             f"({model.context}): it is the stride of the evaluation window; set eval_chunk "
+                             f"to at most {model.context}")
+    if facts.train_tokens is not None and epoch_tokens(facts.train_tokens, train.batch_size) < 2 * train.batch_size:
+        raise BenchError(f"train split ({facts.train_tokens} tokens) is too short for batch_size "
+                         f"{train.batch_size}; lower batch_size")

@@ -1,0 +1,258 @@
+"""The result of a run: one schema, written as ``result.json`` and flattened into ``runs.csv``.
+
+Every reader (the matrix, the report and its analyses, ``bench eval``) goes through
+these dataclasses. Layout of ``result.json`` (schema version 2)::
+
+    schema_version, status ("done"), run_id
+    spec          the RunSpec as asked for (bench.engine.spec)
+    resolved      {model: the model config, train: the TrainConfig} after resolution
+    model         name, params_total, params_non_embedding, train_flops_per_token
+    tokenizer     scheme, hash, vocab_size, chars_per_token_train, lossless per split
+    data          corpus, verified, splits: per split file, size, sha256, status, verified
+    training      steps, epochs, tokens, chars, seconds, throughput, best step and its valid bits/char
+    evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window}, what was scored
+    metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless
+    comparable, comparability_notes
+    provenance    git commit and dirty flag, library versions, device, machine, start, finish, wall seconds
+
+Version 1 files (no ``schema_version``, status "completed") are read as version 2.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Optional
+
+from bench.engine.spec import RunSpec
+from bench.errors import BenchError
+from bench.metrics import normalize_counts
+
+SCHEMA_VERSION = 2
+
+
+class RunStatus(StrEnum):
+    """Where a run stands; ``done`` is the only status of a finished run."""
+
+    NEW = "new"
+    PARTIAL = "partial"  # a checkpoint exists: running it again resumes
+    DONE = "done"
+    FAILED = "failed"
+    DIVERGED = "diverged"
+    OOM = "oom"
+    NO_DATA = "no data"
+
+    @classmethod
+    def parse(cls, text: str) -> "RunStatus":
+        return cls.DONE if text == "completed" else cls(text)  # "completed": schema version 1
+
+    @property
+    def failed(self) -> bool:
+        return self in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.OOM)
+
+
+@dataclass
+class ModelSummary:
+    name: str
+    params_total: int
+    params_non_embedding: int
+    train_flops_per_token: float
+
+
+@dataclass
+class TokenizerSummary:
+    scheme: str
+    hash: str
+    vocab_size: int
+    chars_per_token_train: float
+    lossless: dict[str, bool]  # per evaluated split: decoding gives the text back
+
+
+@dataclass
+class SplitProvenance:
+    corpus: str
+    split: str
+    file: str
+    size: int
+    sha256: str
+    status: str  # official | unverified | user
+    verified: bool
+
+
+@dataclass
+class DataSummary:
+    corpus: str
+    verified: bool
+    splits: dict[str, SplitProvenance]
+
+
+@dataclass
+class TrainingSummary:
+    steps: int
+    epochs: float
+    tokens: int
+    chars: float
+    seconds: float
+    chars_per_second: float
+    tokens_per_second: float
+    best_step: Optional[int]
+    best_valid_bits_per_char_during_training: Optional[float]
+
+
+@dataclass
+class EvaluationSummary:
+    weights: str
+    layout: dict[str, Any]  # streams, chunk, window (bench.engine.evaluation.EvalLayout)
+    scored: str
+
+
+@dataclass
+class SplitMetrics:
+    """Every comparable number of one split (bench.metrics.normalize) and how it was computed."""
+
+    total_nll_nats: float
+    total_nll_bits: float
+    n_tokens: int
+    n_bytes: int
+    n_chars: int
+    n_words: int
+    n_lines: int
+    bits_per_byte: float
+    bits_per_char: float
+    bits_per_token: float
+    token_perplexity: float
+    word_perplexity: float
+    word_perplexity_eos: float
+    tokens_per_byte: float
+    eval_seconds: float
+    eval_chars_per_second: float
+    lossless: bool
+
+    @classmethod
+    def score(cls, total_nll_nats: float, n_tokens: int, counts: dict[str, int], seconds: float,
+              lossless: bool) -> "SplitMetrics":
+        """The metrics of a split scored in ``seconds`` with this total NLL; ``counts`` are the text's."""
+        return cls(**normalize_counts(total_nll_nats, n_tokens, **counts), eval_seconds=seconds,
+                   eval_chars_per_second=counts["n_chars"] / max(seconds, 1e-9), lossless=lossless)
+
+
+@dataclass
+class Provenance:
+    git: dict[str, Any]  # commit, dirty
+    libraries: dict[str, str]
+    device: dict[str, Any]  # type, name, torch, ...
+    machine: dict[str, str]
+    started_at: str
+    finished_at: str
+    wall_seconds: float
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    run_id: str
+    spec: RunSpec
+    resolved: dict[str, dict]  # model, train
+    model: ModelSummary
+    tokenizer: TokenizerSummary
+    data: DataSummary
+    training: TrainingSummary
+    evaluation: EvaluationSummary
+    metrics: dict[str, SplitMetrics]
+    comparable: bool
+    comparability_notes: list[str]
+    provenance: Provenance
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict:
+        data = {"schema_version": self.schema_version}
+        data.update({f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "schema_version"})
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunResult":
+        data = {**data, "schema_version": SCHEMA_VERSION, "status": RunStatus.parse(data["status"])}
+        return _build(cls, data)
+
+    @classmethod
+    def read(cls, path: str | Path) -> "RunResult":
+        """A result.json; a file that cannot be read as one is a one-line error naming it."""
+        try:
+            return cls.from_json(json.loads(Path(path).read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BenchError(f"{path} is not a readable result ({type(exc).__name__}: {exc}); delete it and "
+                             f"run the run again") from None
+
+    def flat(self) -> dict[str, Any]:
+        """The result as one runs.csv row (after the matrix's own columns)."""
+        train, layout, prov = self.resolved["train"], self.evaluation.layout, self.provenance
+        row: dict[str, Any] = {
+            "verified": self.data.verified, "comparable": self.comparable,
+            "comparability_notes": " | ".join(self.comparability_notes),
+            "params_total": self.model.params_total, "params_non_embedding": self.model.params_non_embedding,
+            "train_flops_per_token": self.model.train_flops_per_token, "tokenizer_hash": self.tokenizer.hash,
+            "vocab_size": self.tokenizer.vocab_size, "chars_per_token": self.tokenizer.chars_per_token_train,
+            "bptt": train["bptt"], "context_chars": train["bptt"] * self.tokenizer.chars_per_token_train,
+            "steps": self.training.steps, "train_tokens": self.training.tokens, "train_chars": self.training.chars,
+            "epochs": self.training.epochs, "train_seconds": self.training.seconds,
+            "train_chars_per_second": self.training.chars_per_second, "best_step": self.training.best_step,
+            "eval_streams": layout["streams"], "eval_chunk": layout["chunk"], "eval_window": layout["window"],
+        }
+        for split, metrics in self.metrics.items():
+            row.update({f"{split}_{k}": v for k, v in asdict(metrics).items() if k != "eval_seconds"})
+        row.update(git_commit=prov.git["commit"], git_dirty=prov.git["dirty"], device=prov.device["type"],
+                   device_name=prov.device.get("name", ""), torch=prov.device.get("torch", ""),
+                   started_at=prov.started_at, finished_at=prov.finished_at, wall_seconds=prov.wall_seconds)
+        for split, info in self.data.splits.items():
+            row[f"data_sha256_{split}"] = info.sha256
+            row[f"data_status_{split}"] = info.status
+        return row
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass tree as JSON data (enums by value)."""
+    if is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value.value if isinstance(value, StrEnum) else value
+
+
+def _build(kind: Any, value: Any) -> Any:
+    """JSON data as the dataclass tree ``kind`` describes (fields missing from ``value`` keep defaults)."""
+    if is_dataclass(kind) and isinstance(value, dict):
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: _build(hints[f.name], value[f.name]) for f in fields(kind) if f.name in value})
+    if typing.get_origin(kind) is dict and isinstance(value, dict):
+        inner = typing.get_args(kind)[1]
+        return {k: _build(inner, v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class CheckpointEvaluation:
+    """What ``bench eval`` reports: one split scored by a checkpoint's weights."""
+
+    checkpoint: str
+    split: str
+    corpus: str
+    tokenizer: str
+    model: str
+    layout: dict[str, Any]
+    metrics: SplitMetrics
+    verified: bool  # the scored split and the training data are the official files
+    comparable: bool
+    comparability_notes: list[str]
+    data: SplitProvenance
+    trained_on: Optional[dict[str, Any]]  # the train split's provenance, from the checkpoint
+    device: dict[str, Any]
+
+    def to_json(self) -> dict:
+        data = _plain(self)
+        data.update(lossless=self.metrics.lossless, eval_seconds=self.metrics.eval_seconds)
+        return data

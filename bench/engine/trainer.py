@@ -1,0 +1,324 @@
+"""The training loop of one resolved run: truncated BPTT, validation, checkpoints, exact resume.
+
+The train split is walked in segments along ``batch_size`` parallel streams,
+carrying the recurrent state (LSTM states, SHA-RNN memory) from one segment to the
+next with the graph cut between them. The loop validates periodically, keeps the
+best weights as ``best.pt``, checkpoints atomically to ``checkpoint.pt``, and
+resumes exactly from the last checkpoint when the same run is started again.
+Stopping is decided by the run's :class:`~bench.engine.budget.Budget`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench.engine import checkpoint
+from bench.engine.budget import Usage, mean_step_tokens
+from bench.engine.device import autocast, autocast_dtype, configure, flatten_lstms, pick_device
+from bench.engine.evaluation import EvalLayout, evaluate_ids, run_layout
+from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
+from bench.engine.optim import build_optimizer, lr_factor
+from bench.engine.resolve import RunConfig
+from bench.errors import BenchError
+from bench.metrics import normalize_counts
+from bench.models import build_model
+from bench.models.common import LanguageModel, State, detach_state, state_to
+from tokenizers_study.text import text_counts
+
+CHECKPOINT = "checkpoint.pt"
+BEST = "best.pt"
+LOG = "log.jsonl"
+
+
+class TrainingInterrupted(BenchError):
+    """Training stopped on a signal after saving a checkpoint; running the same spec again resumes."""
+
+    exit_code = 130
+
+
+class TrainingDiverged(BenchError):
+    """The training loss became NaN or infinite."""
+
+
+def build_training_model(config: RunConfig, device: torch.device) -> LanguageModel:
+    """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts the
+    model names compiled (``nn.Module.compile`` keeps the state_dict names)."""
+    model = build_model(config.spec.model, config.model).to(device)
+    flatten_lstms(model)
+    if config.train.compile:
+        model.compile_parts()
+    return model
+
+
+def forward_loss(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: State | None,
+                 device: torch.device, amp: torch.dtype | None) -> tuple[torch.Tensor, State]:
+    """Mean cross-entropy (nats per token) of predicting ``y`` from ``x``, and the state after ``x``."""
+    with autocast(device, amp):
+        hidden, new_state = model(x, state)
+        logits = model.logits(hidden)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return loss, new_state
+
+
+def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+                    clip: float) -> None:
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+@dataclass
+class Progress:
+    step: int = 0
+    epoch: int = 0
+    pos: int = 0  # column of the next segment in the train rows
+    tokens: int = 0  # training tokens seen (targets)
+    seconds: float = 0.0  # training time, evaluation excluded
+    best_valid_bpc: float | None = None
+    best_step: int | None = None
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+class SignalGuard:
+    """Turns the first SIGINT/SIGTERM into a flag checked between steps; a second one stops at once."""
+
+    def __init__(self):
+        self.stop = None
+        self._previous = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.stop = signal.Signals(signum).name
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Trainer:
+    def __init__(self, config: RunConfig, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
+                 show_progress: bool = True):
+        self.config = config
+        self.cfg = config.train
+        self.budget = config.budget
+        self.corpus = corpus
+        self.out = out
+        self.console = console or sys.stderr
+        self.show_progress = show_progress
+        self.tokenizer = corpus.tokenizer
+        self.device = pick_device(self.cfg.device)
+        configure(self.device)
+        self.amp = autocast_dtype(self.device, self.cfg.precision)
+        seed = config.spec.seed
+        torch.manual_seed(seed)
+        random.seed(seed)
+        self.jitter = np.random.default_rng(seed)
+        self.model = build_training_model(config, self.device)
+        self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
+        self.rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id, self.device)
+        self.progress = Progress()
+        self.state = None
+        self.log_file = out / LOG
+        self._last_lr = 0.0
+
+    # ---- budget and layout ------------------------------------------------------------------
+
+    @property
+    def chars_per_token(self) -> float:
+        return self.config.data.chars_per_token
+
+    def eval_layout(self) -> EvalLayout:
+        return run_layout(self.model, self.cfg.eval_streams, self.cfg.bptt, self.cfg.eval_chunk)
+
+    def usage(self) -> Usage:
+        p = self.progress
+        return Usage(steps=p.step, epochs=p.epoch + p.pos / (self.rows.shape[1] - 1),
+                     chars=p.tokens * self.chars_per_token, tokens=p.tokens, minutes=p.seconds / 60.0)
+
+    def estimated_total_steps(self) -> int | None:
+        epoch = (self.rows.shape[1] - 1) * self.cfg.batch_size
+        return self.budget.planned_steps(self.chars_per_token, epoch, mean_step_tokens(self.cfg))
+
+    # ---- checkpoints ------------------------------------------------------------------------
+
+    def payload(self, kind: str) -> dict:
+        return {
+            "kind": kind,
+            "resolved": self.config.to_json(),
+            "run_id": self.config.run_id(),
+            "tokenizer": self.tokenizer.to_bytes().decode("ascii"),
+            # what the weights were trained on, so that a later `bench eval` can say so
+            "data": {s: d.provenance() for s, d in self.corpus.encoded.splits.items()},
+            "model": self.model.state_dict(),
+        }
+
+    def save_checkpoint(self) -> None:
+        payload = self.payload("training")
+        payload.update(
+            optimizer=self.optimizer.state_dict(),
+            progress=self.progress.to_json(),
+            rng=checkpoint.rng_state(self.jitter),
+            carried_state=state_to(self.state, "cpu"),
+        )
+        checkpoint.save(self.out / CHECKPOINT, payload)
+
+    def resume(self) -> bool:
+        path = self.out / CHECKPOINT
+        if not path.is_file():
+            return False
+        payload = checkpoint.load(path)
+        if payload.get("run_id") != self.config.run_id():
+            raise BenchError(f"{self.out} holds a checkpoint of a different run; choose another --out folder "
+                             f"or delete {path}")
+        self.model.load_state_dict(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.progress = Progress(**payload["progress"])
+        checkpoint.restore_rng(payload["rng"], self.jitter)
+        self.state = state_to(payload["carried_state"], self.device)
+        self._truncate_log(self.progress.step)
+        return True
+
+    def _truncate_log(self, step: int) -> None:
+        """Drop log lines written after the checkpoint we resume from (they will be written again)."""
+        if not self.log_file.exists():
+            return
+        kept = [line for line in self.log_file.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        self.log_file.write_text("".join(line + "\n" for line in kept))
+
+    def log(self, record: dict) -> None:
+        with open(self.log_file, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    # ---- steps ----------------------------------------------------------------------------
+
+    def train_step(self) -> float:
+        cfg, p = self.cfg, self.progress
+        row_len = self.rows.shape[1] - 1
+        seq_len = next_segment_length(cfg, self.jitter)
+        if p.pos >= row_len:  # a new epoch: start the streams again with a fresh state
+            p.epoch += 1
+            p.pos = 0
+            self.state = None
+        seq_len = min(seq_len, row_len - p.pos)
+        x = self.rows[:, p.pos:p.pos + seq_len].long()
+        y = self.rows[:, p.pos + 1:p.pos + 1 + seq_len].long()
+        lr = cfg.lr * lr_factor(p.step + 1, self.budget.fraction_used(self.usage()), cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.model.train()
+        state = self.state if self.model.carries_state_in_training else None
+        loss, new_state = forward_loss(self.model, x, y, state, self.device, self.amp)
+        loss_value = loss.item()
+        if not math.isfinite(loss_value):
+            raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
+                                   f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
+        apply_gradients(self.model, self.optimizer, loss, cfg.clip)
+        self.state = detach_state(new_state) if self.model.carries_state_in_training else None
+        p.pos += seq_len
+        p.step += 1
+        p.tokens += x.numel()
+        self._last_lr = lr
+        return loss_value
+
+    def validate(self) -> dict:
+        """Validation on (a prefix of) the valid split, in bits per character and per byte."""
+        ids = self.corpus.encoded.ids["valid"]
+        limit = self.cfg.eval_max_tokens
+        result = evaluate_ids(self.model, ids, self.tokenizer.bos_id, self.eval_layout(), self.device, self.amp,
+                              max_tokens=limit)
+        if limit is None or limit >= len(ids):
+            counts = self.corpus.counts["valid"]
+        elif self.corpus.lossless.get("valid"):
+            counts = text_counts(self.tokenizer.decode(np.asarray(ids[:limit])))
+        else:  # a lossy tokenizer cannot give the prefix back: scale the split's counts
+            share = limit / len(ids)
+            counts = {k: round(v * share) for k, v in self.corpus.counts["valid"].items()}
+        metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
+        return {"valid_bits_per_char": metrics["bits_per_char"], "valid_bits_per_byte": metrics["bits_per_byte"],
+                "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens}
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        from tqdm import tqdm
+
+        cfg, p = self.cfg, self.progress
+        total = self.estimated_total_steps()
+        bytes_per_token = self.corpus.counts["train"]["n_bytes"] / len(self.corpus.encoded.ids["train"])
+        interactive = self.show_progress and self.console.isatty()
+        bar = tqdm(total=total, initial=p.step, disable=not interactive, unit="step", dynamic_ncols=True,
+                   file=self.console, desc=f"{self.config.spec.model}/{self.config.spec.tokenizer}")
+        valid_text = "-"
+        window_loss, window_steps = 0.0, 0
+        with SignalGuard() as guard:
+            while self.budget.fraction_used(self.usage()) < 1.0:
+                start = time.perf_counter()
+                loss = self.train_step()
+                p.seconds += time.perf_counter() - start
+                window_loss += loss
+                window_steps += 1
+                chars_per_s = p.tokens * self.chars_per_token / max(p.seconds, 1e-9)
+                train_bpb = loss / math.log(2) / bytes_per_token
+                if p.step % cfg.log_every == 0:
+                    self._log_training(window_loss / window_steps, bytes_per_token, chars_per_s)
+                    window_loss, window_steps = 0.0, 0
+                if cfg.eval_every and p.step % cfg.eval_every == 0:
+                    valid_text = self._validate_and_keep_best()
+                    if self.show_progress and not interactive:  # a log file gets one line per validation
+                        print(f"step {p.step}/{total or '?'}  {chars_per_s:,.0f} char/s  train {train_bpb:.3f} bpb  "
+                              f"valid {valid_text}", file=self.console, flush=True)
+                if p.step % cfg.checkpoint_every == 0:
+                    self.save_checkpoint()
+                bar.update(1)
+                bar.set_postfix_str(f"{chars_per_s:,.0f} char/s  train {train_bpb:.3f} bpb  valid {valid_text}")
+                if guard.stop:
+                    self.save_checkpoint()
+                    bar.close()
+                    raise TrainingInterrupted(f"{guard.stop} at step {p.step}: checkpoint saved in {self.out}; "
+                                              f"run the same command again to resume")
+        bar.close()
+        if cfg.eval_every == 0 or p.step % cfg.eval_every != 0:
+            self._validate_and_keep_best()
+        self.save_checkpoint()
+
+    def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> None:
+        p = self.progress
+        self.log({"step": p.step, "epoch": p.epoch, "tokens": p.tokens, "train_chars": p.tokens * self.chars_per_token,
+                  "lr": self._last_lr, "train_loss": mean_loss,
+                  "train_bits_per_byte": mean_loss / math.log(2) / bytes_per_token,
+                  "chars_per_second": chars_per_s, "seconds": p.seconds})
+
+    def _validate_and_keep_best(self) -> str:
+        p = self.progress
+        metrics = self.validate()
+        bpc = metrics["valid_bits_per_char"]
+        self.log({"step": p.step, "train_chars": p.tokens * self.chars_per_token, **metrics})
+        if p.best_valid_bpc is None or bpc < p.best_valid_bpc:
+            p.best_valid_bpc, p.best_step = bpc, p.step
+            checkpoint.save(self.out / BEST, {**self.payload("model"), "step": p.step, "valid": metrics})
+        return f"{bpc:.3f} bpc"

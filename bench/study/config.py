@@ -1,0 +1,133 @@
+"""A matrix config: the TOML file that describes a whole study.
+
+Layout::
+
+    [matrix]    name, description, match (default rule: "chars"), data_dir
+    [axes]      model = [...], tokenizer = [...], dataset = [...], seed = [...], match = [...], <field> = [...]
+    [budget]    chars = N (match = chars), tokens = N (match = tokens), steps = N (match = steps), epochs = x
+    [context]   chars = N (match = chars), tokens = N (match = tokens or steps)
+    [shared]    preset = "tiny", and any model or training field for every run
+    [models.<model>]          fields for one model
+    [tokenizers."<scheme>"]   fields for one tokenization
+    [[include]] extra grids: tables of axis values (scalars or lists), added to the main grid
+    [[phases]]  runs done one after another per cell (name, any field, init_from = "previous")
+    [corpora.<name>]          a user corpus: train/valid/test paths (relative to the config), or
+                              prefix_of = "<corpus>" with train_bytes, valid_bytes, test_bytes
+
+How the grid becomes runs is :mod:`bench.study.grid`; the matching rules are there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.engine.budget import LIMITS
+from bench.errors import BenchError
+from bench.fileio import read_toml
+
+TABLES = ("matrix", "axes", "budget", "context", "shared", "models", "tokenizers", "include", "phases", "corpora")
+BUDGET_KEYS = tuple(limit.unit for limit in LIMITS if limit.unit != "minutes")
+CONTEXT_KEYS = ("chars", "tokens")
+
+
+@dataclass
+class MatrixConfig:
+    name: str
+    path: Path
+    sha256: str
+    description: str
+    axes: dict[str, list]
+    includes: list[dict[str, list]]
+    budget: dict[str, Any]
+    context: dict[str, Any]
+    shared: dict[str, Any]
+    per_model: dict[str, dict]
+    per_tokenizer: dict[str, dict]
+    phases: list[dict]
+    data_dir: str | None
+    default_match: str
+    corpora: dict[str, dict] = field(default_factory=dict)
+
+
+def _as_list(value) -> list:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _table(doc: dict, key: str, path: Path) -> dict:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise BenchError(f"{path}: [{key}] must be a table")
+    return value
+
+
+def load_config(path: str | Path) -> MatrixConfig:
+    """Read and check a matrix config; every cell must make a valid spec before anything runs."""
+    from bench.study.grid import cell_specs
+
+    path = Path(path)
+    doc = read_toml(path)
+    unknown = sorted(set(doc) - set(TABLES))
+    if unknown:
+        raise BenchError(f"{path}: unknown section(s) {unknown}; allowed: {', '.join(TABLES)}")
+    meta = _table(doc, "matrix", path)
+    name = meta.get("name") or path.stem
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise BenchError(f"{path}: matrix name {name!r} must use letters, digits, '-' and '_'")
+    axes = {k: _as_list(v) for k, v in _table(doc, "axes", path).items()}
+    for key in ("model", "tokenizer", "dataset"):
+        if not axes.get(key):
+            raise BenchError(f"{path}: [axes] needs a non-empty {key} list")
+    includes = []
+    for entry in doc.get("include", []):
+        if not isinstance(entry, dict):
+            raise BenchError(f"{path}: every [[include]] must be a table of axis values")
+        includes.append({k: _as_list(v) for k, v in entry.items()})
+    phases = doc.get("phases", [])
+    if not isinstance(phases, list) or not all(isinstance(p, dict) and p.get("name") for p in phases):
+        raise BenchError(f"{path}: every [[phases]] needs a name")
+    budget, context = _table(doc, "budget", path), _table(doc, "context", path)
+    for table, keys, label in ((budget, BUDGET_KEYS, "budget"), (context, CONTEXT_KEYS, "context")):
+        bad = sorted(set(table) - set(keys))
+        if bad:
+            raise BenchError(f"{path}: unknown [{label}] key(s) {bad}; allowed: {', '.join(keys)}")
+    config = MatrixConfig(
+        name=name, path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
+        description=str(meta.get("description", "")), axes=axes, includes=includes, budget=budget,
+        context=context, shared=_table(doc, "shared", path), per_model=_table(doc, "models", path),
+        per_tokenizer=_table(doc, "tokenizers", path), phases=phases, data_dir=meta.get("data_dir"),
+        default_match=meta.get("match", "chars"), corpora=_corpora(doc, path),
+    )
+    cell_specs(config)
+    return config
+
+
+def _corpora(doc: dict, path: Path) -> dict[str, dict]:
+    corpora = {}
+    for name, entry in _table(doc, "corpora", path).items():
+        if not isinstance(entry, dict):
+            raise BenchError(f"{path}: [corpora.{name}] must be a table")
+        files = {"train", "valid", "test"}
+        prefix = {"prefix_of", "train_bytes", "valid_bytes", "test_bytes"}
+        if set(entry) == files:
+            corpora[name] = {"files": {k: str(path.parent / v) for k, v in entry.items()}}
+        elif set(entry) == prefix:
+            corpora[name] = {"prefix_of": entry["prefix_of"],
+                             "sizes": {s: entry[f"{s}_bytes"] for s in ("train", "valid", "test")}}
+        else:
+            raise BenchError(f"{path}: [corpora.{name}] needs either train, valid, test paths or prefix_of with "
+                             f"train_bytes, valid_bytes, test_bytes")
+    return corpora
+
+
+def register_corpora(config: MatrixConfig, data_dir: Path) -> None:
+    """Install the config's own corpora in the data folder (a no-op when they are already there)."""
+    from bench.data.user import add_prefix_corpus, add_user_corpus
+
+    for name, entry in config.corpora.items():
+        if "files" in entry:
+            add_user_corpus(name, entry["files"], data_dir)
+        else:
+            add_prefix_corpus(name, entry["prefix_of"], entry["sizes"], data_dir)

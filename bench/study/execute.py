@@ -1,0 +1,187 @@
+"""``bench run-matrix``: plan a study, run what is not done, record every outcome in ``runs.csv``.
+
+One runner serves one job and N jobs: chains of runs (a cell's phases, in order) are
+executed in this process (``--jobs 1``, progress shown on the terminal) or in N
+worker processes, each writing its runs' output to the run folder's ``train.log``.
+A worker receives each run's resolved configuration and checks its run id; it does
+not resolve again. A failed run (divergence, out of memory, an error) is recorded
+with its status and error and the matrix goes on; ``runs.csv`` is rewritten after
+every chain.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.engine.result import RunStatus
+from bench.errors import BenchError
+from bench.fileio import write_text_atomic
+from bench.study.config import MatrixConfig, load_config, register_corpora
+from bench.study.plan import PlannedRun, plan
+from bench.study.run_status import RunRecord
+from bench.study.runs_table import write_runs_table
+
+TRAIN_LOG = "train.log"
+
+
+@dataclass
+class MatrixOutcome:
+    config: MatrixConfig
+    results_dir: Path
+    chains: list[list[PlannedRun]]
+    csv_path: Path | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    log_to_file: bool  # write each run's output to its train.log (worker processes)
+    show_progress: bool
+    threads: int | None = None  # torch threads per worker process on CPU
+
+
+def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, jobs: int = 1,
+               dry_run: bool = False, retry_failed: bool = False, data_dir: str | Path | None = None,
+               show_progress: bool = True) -> MatrixOutcome:
+    from bench.data.paths import resolve_data_dir
+
+    if jobs < 1:
+        raise BenchError("--jobs must be at least 1")
+    config = load_config(config_path)
+    results = Path(results_dir) if results_dir else Path("results") / config.name
+    data = resolve_data_dir(data_dir or config.data_dir)
+    register_corpora(config, data)
+    outcome = MatrixOutcome(config, results, plan(config, results, data))
+    if dry_run:
+        return outcome
+    results.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(results / "matrix.toml", config.path.read_text())
+    todo = []
+    for chain in outcome.chains:
+        pending = [r for r in chain if _should_run(r, retry_failed)]
+        if pending and all(r.config is not None for r in chain):  # a chain with no data cannot run
+            todo.append(pending)
+    print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run "
+          f"({'in-process' if jobs == 1 else f'{jobs} at a time'})", file=sys.stderr)
+    for k, (pending, records) in enumerate(_finished_chains(todo, jobs, show_progress), 1):
+        for run, record in zip(pending, records):
+            run.status = record.status
+            error = f": {record.error}" if record.error else ""
+            print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
+        write_runs_table(outcome.chains, config, results)
+    outcome.csv_path = write_runs_table(outcome.chains, config, results)
+    for chain in outcome.chains:
+        for run in chain:
+            outcome.counts[run.status.value] = outcome.counts.get(run.status.value, 0) + 1
+    return outcome
+
+
+def _should_run(run: PlannedRun, retry_failed: bool) -> bool:
+    return run.status in (RunStatus.NEW, RunStatus.PARTIAL) or (retry_failed and run.status.failed)
+
+
+def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool
+                     ) -> Iterator[tuple[list[PlannedRun], list[RunRecord]]]:
+    """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes."""
+    if jobs == 1:
+        settings = WorkerSettings(log_to_file=False, show_progress=show_progress)
+        for pending in todo:
+            yield pending, run_chain([r.config.to_json() for r in pending], settings)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("spawn")
+    n_gpus = _cuda_device_count()
+    gpu_queue = None
+    if n_gpus > 1:  # one GPU per worker, round robin
+        gpu_queue = ctx.Queue()
+        for k in range(jobs):
+            gpu_queue.put(k % n_gpus)
+    threads = max(1, (os.cpu_count() or 1) // jobs) if n_gpus == 0 else None
+    settings = WorkerSettings(log_to_file=True, show_progress=False, threads=threads)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                             initargs=(gpu_queue,)) as pool:
+        futures = {pool.submit(run_chain, [r.config.to_json() for r in pending], settings): pending
+                   for pending in todo}
+        for future in as_completed(futures):
+            pending = futures[future]
+            try:
+                records = future.result()
+            except Exception as exc:  # the worker process itself died
+                records = [RunRecord(str(pending[0].run_dir), RunStatus.FAILED, f"worker died: {exc}")]
+            yield pending, records
+
+
+def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
+    """Execute runs one after another (a cell's phases); stop at the first that does not finish."""
+    if settings.threads:
+        import torch
+
+        torch.set_num_threads(settings.threads)
+    records = []
+    for config_json in configs:
+        record = run_recorded(config_json, settings)
+        records.append(record)
+        if record.status is not RunStatus.DONE:
+            break  # a later phase needs this one's weights
+    return records
+
+
+def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
+    """Execute one run, catching its failure; the outcome is also written to its status.json."""
+    from bench.engine.resolve import RunConfig
+    from bench.engine.run import execute
+    from bench.engine.trainer import TrainingInterrupted
+
+    config = RunConfig.from_json(config_json)
+    run_dir = Path(config.spec.out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "error.txt").unlink(missing_ok=True)
+    log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file else nullcontext(None)
+    with log as console:
+        if console is not None:
+            print(f"== {run_dir.name}", file=console, flush=True)
+        try:
+            result = execute(config, console=console, show_progress=settings.show_progress)
+            record = RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
+        except (TrainingInterrupted, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # a failed run is recorded and the matrix goes on
+            record = RunRecord(str(run_dir), _classify(exc), f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
+                               config.run_id())
+            (run_dir / "error.txt").write_text(traceback.format_exc())
+            if console is not None:
+                print(f"{record.status}: {record.error}", file=console, flush=True)
+    record.write()
+    return record
+
+
+def _classify(exc: BaseException) -> RunStatus:
+    from bench.engine.trainer import TrainingDiverged
+
+    if isinstance(exc, TrainingDiverged):
+        return RunStatus.DIVERGED
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return RunStatus.OOM
+    return RunStatus.FAILED
+
+
+def _init_worker(gpu_queue) -> None:
+    if gpu_queue is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
+
+
+def _cuda_device_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0

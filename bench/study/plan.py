@@ -1,0 +1,109 @@
+"""The plan of a matrix: every cell resolved once into the run it will execute.
+
+Each cell's spec (bench.study.grid) is resolved with its data's facts into a frozen
+:class:`~bench.engine.resolve.RunConfig`; its folder is
+``results/<matrix>/<readable-name>-<run id>``. The plan says, per run, its status on
+disk (finished runs are skipped, interrupted ones resume, a changed setting is a new
+run id and a new folder), its parameters, context in tokens and planned training
+tokens, characters and FLOPs. A setting that cannot work is an error here, so
+``--dry-run`` finds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.data.facts import DataFacts, load_data_facts
+from bench.engine.budget import epoch_tokens, mean_step_tokens
+from bench.engine.resolve import RunConfig, resolve
+from bench.engine.result import RunStatus
+from bench.engine.spec import RunSpec
+from bench.errors import USER_ERRORS, BenchError
+from bench.study.config import MatrixConfig
+from bench.study.grid import cell_label, cell_spec, expand, run_folder_name
+from bench.study.run_status import current_status
+
+
+@dataclass
+class PlannedRun:
+    cell: dict
+    phase: str | None
+    spec: RunSpec
+    config: RunConfig | None  # None when the data are not there
+    status: RunStatus
+    problem: str | None = None
+    params_total: int | None = None
+    params_non_embedding: int | None = None
+    train_tokens: float | None = None
+    train_chars: float | None = None
+    train_flops: float | None = None
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.config.spec.out_dir) if self.config else None
+
+    @property
+    def run_id(self) -> str | None:
+        return self.config.run_id() if self.config else None
+
+    def row(self) -> dict:
+        """The run as one line of the dry-run table."""
+        return {**self.cell, "phase": self.phase or "", "run": self.run_dir.name if self.run_dir else "-",
+                "status": self.status.value, "params_total": self.params_total,
+                "bptt": self.config.train.bptt if self.config else None, "train_tokens": self.train_tokens,
+                "train_chars": self.train_chars, "train_flops": self.train_flops, "problem": self.problem or ""}
+
+
+def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[PlannedRun]]:
+    """The runs of every cell (one list per cell: its phases in order)."""
+    facts: dict[tuple[str, str], DataFacts | str] = {}
+    chains = []
+    for cell in expand(config):
+        chain, previous_dir = [], None
+        for phase in config.phases or [None]:
+            spec = cell_spec(config, cell, phase, str(previous_dir) if previous_dir else None)
+            key = (spec.dataset, spec.tokenizer)
+            if key not in facts:
+                facts[key] = _facts_or_problem(spec, data_dir)
+            run = _planned_run(config, cell, phase, spec, facts[key], results_dir, data_dir)
+            chain.append(run)
+            previous_dir = run.run_dir
+        chains.append(chain)
+    return chains
+
+
+def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
+    """The data's facts (training and encoding the tokenizer through the cache), or why there are none."""
+    try:
+        return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
+    except USER_ERRORS as exc:
+        return str(exc)
+
+
+def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: RunSpec, facts: DataFacts | str,
+                 results_dir: Path, data_dir: Path) -> PlannedRun:
+    import torch
+
+    from bench.models import build_model
+
+    phase_name = phase["name"] if phase else None
+    if isinstance(facts, str):
+        return PlannedRun(cell, phase_name, spec, None, RunStatus.NO_DATA, problem=facts)
+    try:
+        resolved = resolve(spec, facts)
+    except BenchError as exc:
+        raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
+    run_dir = results_dir / run_folder_name(cell, phase, resolved.run_id())
+    resolved = resolved.with_spec(out_dir=str(run_dir), data_dir=str(data_dir))
+    with torch.device("meta"):
+        model = build_model(spec.model, resolved.model)
+    train = resolved.train
+    tokens = resolved.budget.planned_tokens(facts.chars_per_token, epoch_tokens(facts.train_tokens, train.batch_size),
+                                            mean_step_tokens(train))
+    return PlannedRun(
+        cell, phase_name, resolved.spec, resolved, current_status(run_dir, resolved.run_id()),
+        params_total=model.num_params(), params_non_embedding=model.non_embedding_params(), train_tokens=tokens,
+        train_chars=tokens * facts.chars_per_token if tokens else None,
+        train_flops=3 * model.flops_per_token(train.bptt) * tokens if tokens else None,
+    )

@@ -1,0 +1,311 @@
+"""``bench report RESULTS_DIR``: the study as ``report.md``, a self-contained ``report.html``
+and every figure as PNG and SVG, under ``reports/<matrix>/``.
+
+The runs come from the matrix's ``runs.csv`` (bench.study.runs_table) and each finished
+run's ``result.json`` and artefacts (bench.study.analysis.RunData); the tables are
+computed in bench.study.report_tables, the figures drawn in bench.study.figures.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from bench.engine.result import RunResult, RunStatus
+from bench.engine.run import RESULT
+from bench.errors import BenchError
+from bench.fileio import write_text_atomic
+from bench.study import analysis, figures
+from bench.study.document import Document
+from bench.study.figures import tokenizer_order
+from bench.study.report_tables import closed_vocabulary_rows, main_table, matching_rows, paired_rows
+from bench.study.runs_table import read_runs_table
+
+FLAG_NOTES = {
+    "†": "unverified data: a split of this run does not match the official file",
+    "‡": "lossy tokenization (closed vocabulary): not comparable with lossless schemes",
+    "§": "user or derived corpus: no official reference; compare only within this study",
+}
+
+
+@dataclass
+class Study:
+    """A matrix's runs as the report reads them."""
+
+    name: str
+    table: pd.DataFrame  # every row of runs.csv
+    done: pd.DataFrame  # the finished runs, with report columns (flags, lossless_bool)
+    axes: list[str]
+    runs: dict[str, analysis.RunData]  # by run folder name
+    config_path: Path
+
+
+def load_study(results_dir: Path) -> Study:
+    """All rows of runs.csv, the finished ones with flags, and each finished run's result."""
+    runs_table = read_runs_table(results_dir)
+    table = runs_table.rows
+    done = runs_table.done()
+    if done.empty:
+        raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished yet; nothing to report")
+    done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
+    done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
+    done["flags"] = [_flags(r) for _, r in done.iterrows()]
+    name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
+    runs = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()}
+    return Study(name, table, done, runs_table.axes, runs, results_dir / "matrix.toml")
+
+
+def _flags(row) -> str:
+    statuses = {str(row.get(f"data_status_{s}", "")) for s in ("train", "valid", "test")}
+    flags = ""
+    if "unverified" in statuses:
+        flags += "†"
+    if str(row.get("test_lossless", "")).lower() == "false":
+        flags += "‡"
+    if "user" in statuses:
+        flags += "§"
+    return flags
+
+
+def _run_data(results_dir: Path, row) -> analysis.RunData:
+    run_dir = results_dir / row["run_dir"]  # run folders are named relative to the results folder
+    result = run_dir / RESULT
+    if not result.is_file():
+        raise BenchError(f"runs.csv lists {row['run_dir']} as done but {result} does not exist; run `bench "
+                         f"run-matrix` on the config again to rebuild runs.csv from the run folders")
+    return analysis.RunData(dict(row), RunResult.read(result), run_dir)
+
+
+def token_analyses(study: Study) -> tuple[dict, dict, dict]:
+    """From the runs' artefacts: unigram floors per (dataset, tokenizer), how word loss spreads over pieces
+    per "model tokenizer", and the share of loss on <unk> per run folder."""
+    done, runs = study.done, study.runs
+    floors = {}
+    for (dataset, tokenizer), group in done.groupby(["dataset", "tokenizer"]):
+        floors[(dataset, tokenizer)] = analysis.unigram_floor(runs[group["run_dir"].iloc[0]])
+    profiles, unk = {}, {}
+    for key, group in done.groupby(["model", "tokenizer", "dataset"]):
+        run = runs[group.sort_values("seed")["run_dir"].iloc[0]]
+        nll = run.token_nll("test")
+        if nll is None:
+            continue
+        tokenizer, ids = run.tokenizer, run.ids("test")
+        if len(ids) != len(nll):
+            continue
+        if group["match"].iloc[0] == done["match"].iloc[0]:
+            profiles[f"{key[0]} {key[1]}"] = analysis.piece_profile(tokenizer, ids, nll)
+        share = analysis.unk_share(tokenizer, ids, nll)
+        if share is not None:
+            for run_dir in group["run_dir"]:
+                unk[run_dir] = share
+    return floors, profiles, unk
+
+
+def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    study = load_study(Path(results_dir))
+    out = Path(out_dir) if out_dir else Path("reports") / study.name
+    out.mkdir(parents=True, exist_ok=True)
+    floors, profiles, unk = token_analyses(study)
+    doc = Document(f"Tokenization study: {study.name}")
+    _summary(doc, study)
+    _main_table_section(doc, study, floors)
+    _attack_and_sweep_sections(doc, study, out)
+    _word_sections(doc, study, out, profiles, unk)
+    _training_sections(doc, study, out)
+    _paired_section(doc, study)
+    failed = study.table[study.table["status"] != RunStatus.DONE.value]
+    if not failed.empty:
+        doc.heading("Runs that did not finish")
+        doc.table([dict(r) for _, r in failed.iterrows()], study.axes + ["status", "error"])
+    _provenance(doc, study)
+    _definitions(doc)
+    write_text_atomic(out / "report.md", doc.markdown())
+    write_text_atomic(out / "report.html", doc.html())
+    return out / "report.md"
+
+
+def _main_table_section(doc: Document, study: Study, floors: dict) -> None:
+    done, axes = study.done, study.axes
+    columns = [a for a in axes if a != "seed" and done[a].nunique() > 1 or a in ("model", "tokenizer")] + \
+        (["phase"] if done["phase"].astype(str).str.len().gt(0).any() else []) + \
+        ["seeds", "bits/byte", "bits/char", "word ppl", "word ppl (eos)", "token ppl", "unigram floor bits/char",
+         "below floor", "flags"]
+    doc.heading("Main table (test split)")
+    doc.table(main_table(done, axes, floors), columns, "Mean over seeds ± 95% confidence interval (Student t; no "
+              "interval with one seed). " + _flag_legend(done))
+
+
+def _attack_and_sweep_sections(doc: Document, study: Study, out: Path) -> None:
+    done = study.done
+    doc.heading("1. The tokenization attack")
+    doc.figure(*_save(figures.attack_figure(done), out, "1-tokenization-attack"),
+               "Per-token perplexity (left) against bits per character: runs with nearly the same bits per "
+               "character have per-token perplexities that differ by orders of magnitude, because a token means "
+               "something different under each tokenization. Word perplexity (right) is the same total loss "
+               "divided by the number of words, so it ranks runs exactly as bits per character do. " +
+               _flag_legend(done))
+    doc.para(_attack_sentence(done))
+    doc.heading("2. Vocabulary sweep")
+    doc.figure(*_save(figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep"),
+               "Bits per character and per-token perplexity against the byte-level BPE vocabulary size; "
+               "the byte runs are the 256 point (byte-level BPE with no merges).")
+
+
+def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: dict) -> None:
+    doc.heading("3. Teacher forcing inside words")
+    doc.figure(*_save(figures.teacher_forcing_figure(profiles), out, "3-teacher-forcing"),
+               "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
+               "mean loss by piece position within the word (for byte and character models: by byte/character). "
+               "A model predicting a word piece by piece pays for most of the word on the first piece; later "
+               "pieces are nearly free under teacher forcing, so a per-piece average is not a per-word cost. "
+               "Late positions exist only in long words, which are rarer and harder: the right panel mixes "
+               "position with word length, most visibly for subword pieces.")
+    doc.table([{"run": k, "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
+                "share of word loss on first piece": round(v.get("first_piece_share_all", math.nan), 3)}
+               for k, v in sorted(profiles.items())],
+              ["run", "mean pieces per word", "share of word loss on first piece"])
+    doc.heading("4. Closed vocabulary")
+    doc.figure(*_save(figures.closed_vocabulary_figure(study.done, unk), out, "4-closed-vocabulary"),
+               "Test word perplexity of every run; hatched bars are closed-vocabulary word models (word:N), "
+               "labelled with the share of their loss that falls on <unk>.")
+    rows = closed_vocabulary_rows(study.done, unk)
+    if not rows:
+        doc.para("No closed-vocabulary run in this matrix.")
+        return
+    doc.table(rows, list(rows[0]))
+    doc.para("**The closed-vocabulary numbers are not comparable.** A word:N model predicts `<unk>` in place of "
+             "every word outside its vocabulary, so it never pays for spelling those words; its word perplexity is "
+             "the cost of a different, easier text. Only the open-vocabulary runs (word-open:N spells unknown "
+             "words in bytes) and the subword and byte runs are scored on the real text.")
+
+
+def _training_sections(doc: Document, study: Study, out: Path) -> None:
+    done = study.done
+    doc.heading("5. Learning curves")
+    curves = [(dict(r), study.runs[r["run_dir"]].log()) for _, r in done.iterrows()]
+    doc.figure(*_save(figures.learning_curves_figure(curves), out, "5-learning-curves"),
+               "Validation bits per character against training characters seen (solid: equal characters, "
+               "dashed: equal tokens). " + _flag_legend(done))
+    doc.heading("6. Equal tokens vs equal characters")
+    doc.figure(*_save(figures.matching_figure(done), out, "6-matching-rule"),
+               "Test bits per character of each tokenization when runs are matched on equal training tokens and "
+               "context in tokens, and on equal training characters and context in characters. Equal tokens "
+               "give long-token schemes more text and more context.")
+    if done["match"].nunique() < 2:
+        doc.para("This matrix uses one matching rule; no ranking comparison.")
+    elif rows := matching_rows(done):
+        doc.table(rows, list(rows[0]))
+
+
+def _paired_section(doc: Document, study: Study) -> None:
+    doc.heading("Paired comparisons between tokenizations")
+    paired = paired_rows(study.done, study.axes, study.runs)
+    if not paired:
+        doc.para("No pair of comparable runs to compare.")
+        return
+    doc.table(paired, list(paired[0]),
+              "Negative differences favour A. With several seeds the test pairs runs by seed; with one seed it "
+              "pairs the two runs' losses on the same 50 blocks of test text (blocks treated as independent "
+              "samples of text, which understates the uncertainty of training). Runs with a lossy tokenization "
+              "are left out.")
+
+
+def _save(fig, out: Path, name: str) -> tuple[str, bytes]:
+    return name, figures.save(fig, out, name)
+
+
+def _flag_legend(done: pd.DataFrame) -> str:
+    present = sorted(set("".join(done["flags"])))
+    if not present:
+        return "Every run is comparable: verified data, lossless tokenization."
+    everyone = {f"{r.model}/{r.tokenizer}" for r in done.itertuples()}
+    parts = []
+    for flag in present:
+        labels = sorted({f"{r.model}/{r.tokenizer}" for r in done.itertuples() if flag in r.flags})
+        which = "all runs" if set(labels) == everyone else ", ".join(labels)
+        parts.append(f"{flag} {FLAG_NOTES[flag]} ({which})")
+    return "Flags: " + "; ".join(parts) + "."
+
+
+def _summary(doc: Document, study: Study) -> None:
+    table, done, config_path = study.table, study.done, study.config_path
+    counts = table["status"].value_counts().to_dict()
+    doc.para(f"Generated {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from "
+             f"`{config_path}`: {len(table)} runs ({', '.join(f'{n} {s}' for s, n in counts.items())}). "
+             f"Models: {', '.join(sorted(done['model'].unique()))}; tokenizations: "
+             f"{', '.join(sorted(done['tokenizer'].unique(), key=tokenizer_order))}; data: "
+             f"{', '.join(sorted(done['dataset'].unique()))}; matching: {', '.join(sorted(done['match'].unique()))}.")
+    doc.para("Every number is computed from one total negative log-likelihood over the whole test split (the first "
+             "token predicted too) and normalized by the text: bits per byte, bits per character and word "
+             "perplexity compare across tokenizations; per-token perplexity does not.")
+
+
+def _attack_sentence(done: pd.DataFrame) -> str:
+    ok = done[done["lossless_bool"]]  # runs of one study share their data; lossy tokenizations never compare
+    if len(ok) < 2:
+        return "Too few runs with a lossless tokenization to quantify the effect."
+    lo, hi = ok["test_token_perplexity"].min(), ok["test_token_perplexity"].max()
+    bpc_lo, bpc_hi = ok["test_bits_per_char"].min(), ok["test_bits_per_char"].max()
+    best_bpc = ok.loc[ok["test_bits_per_char"].idxmin()]
+    best_tok = ok.loc[ok["test_token_perplexity"].idxmin()]
+    text = (f"Across runs with lossless tokenizations, per-token perplexity spans {lo:,.2f} to {hi:,.1f} "
+            f"(x{hi / lo:,.0f}) while bits per character span {bpc_lo:.3f} to {bpc_hi:.3f}. The best model by "
+            f"bits per character is **{best_bpc['model']}/{best_bpc['tokenizer']}** "
+            f"({best_bpc['test_bits_per_char']:.3f}); the lowest per-token perplexity belongs to "
+            f"**{best_tok['model']}/{best_tok['tokenizer']}** "
+            f"({best_tok['test_token_perplexity']:,.2f} per token, {best_tok['test_bits_per_char']:.3f} bits/char).")
+    if best_bpc["run_dir"] != best_tok["run_dir"]:
+        text += " Ranked by per-token perplexity, the table would name the wrong winner."
+    return text
+
+
+def _provenance(doc: Document, study: Study) -> None:
+    from bench.provenance import git_commit
+
+    table, done, config_path = study.table, study.done, study.config_path
+    doc.heading("Provenance")
+    commits = sorted({f"{r.git_commit}{' (uncommitted changes)' if str(r.git_dirty) == 'True' else ''}"
+                      for r in done.itertuples()})
+    devices = sorted({f"{r.device} {r.device_name} (torch {r.torch})" for r in done.itertuples()})
+    libraries = sorted({json.dumps(run.result.provenance.libraries, sort_keys=True) for run in study.runs.values()})
+    data = sorted({(r.dataset, s, getattr(r, f"data_sha256_{s}"), getattr(r, f"data_status_{s}"))
+                   for r in done.itertuples() for s in ("train", "valid", "test")})
+    here = git_commit()
+    doc.items([
+        f"code: {', '.join(commits)}; report built at {here['commit']}" + (" (uncommitted changes)" if here["dirty"]
+                                                                           else ""),
+        f"devices: {', '.join(devices)}",
+        f"libraries: {'; '.join(libraries)}",
+        f"config: `{config_path}` (sha256 {table['config_sha256'].iloc[0]})",
+        f"runs table: `{config_path.parent / 'runs.csv'}`; every run folder holds result.json, spec.json, "
+        "log.jsonl and its checkpoints",
+    ])
+    doc.table([{"dataset": d, "split": s, "sha256": h, "status": st} for d, s, h, st in data],
+              ["dataset", "split", "sha256", "status"], "Data: official = matches the published checksum; "
+                                                        "unverified = it does not; user = a user or derived corpus.")
+    if config_path.is_file():
+        doc.code(config_path.read_text())
+
+
+def _definitions(doc: Document) -> None:
+    doc.heading("Metric definitions")
+    doc.items([
+        "L = total negative log-likelihood (nats) of every token of the test split, the first one predicted from "
+        "`<bos>`; the split is cut into the recorded number of streams, each with its state carried chunk to "
+        "chunk (the Transformer: a sliding window of the recorded stride).",
+        "bits/byte = L / (ln 2 · UTF-8 bytes of the text); bits/char = L / (ln 2 · Unicode code points).",
+        "word ppl = exp(L / words), words = `len(text.split())` (lm-evaluation-harness's word unit); word ppl "
+        "(eos) = exp(L / (words + newlines)), the AWD-LSTM/WikiText convention of published word-level "
+        "perplexities.",
+        "token ppl = exp(L / tokens): depends on what a token is, so it is **not comparable across "
+        "tokenizations**.",
+        "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
+        "'below floor' is how far a run's bits/char is below it (a run less than 10% below is flagged).",
+        "Runs are matched on equal training characters and equal context in characters unless the matching rule "
+        "says tokens or steps.",
+    ])

@@ -1,0 +1,55 @@
+"""Where a matrix run stands on disk: ``status.json`` beside its result.
+
+``status.json`` records the outcome of the last attempt (status, one-line error,
+run id); ``result.json`` is written only by a run that finished. A run is
+``done`` when its folder holds the finished result of this very run id, a
+recorded failure otherwise, ``partial`` with a checkpoint, and ``new`` without.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.engine.result import RunStatus
+from bench.engine.run import finished_result
+from bench.engine.trainer import CHECKPOINT
+from bench.fileio import write_json_atomic
+
+STATUS_FILE = "status.json"
+
+
+@dataclass
+class RunRecord:
+    """The outcome of one attempt at a run."""
+
+    run_dir: str
+    status: RunStatus
+    error: str = ""
+    run_id: str = ""
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "status": self.status.value}
+
+    def write(self) -> None:
+        write_json_atomic(Path(self.run_dir) / STATUS_FILE, self.to_json())
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RunRecord | None":
+        path = run_dir / STATUS_FILE
+        if not path.is_file():
+            return None
+        data = json.loads(path.read_text())
+        return cls(str(run_dir), RunStatus.parse(data["status"]), data.get("error", ""), data.get("run_id", ""))
+
+
+def current_status(run_dir: Path, run_id: str) -> RunStatus:
+    if finished_result(run_dir, run_id) is not None:
+        return RunStatus.DONE
+    record = RunRecord.read(run_dir)
+    if record is not None and record.status.failed:
+        return record.status
+    if (run_dir / CHECKPOINT).is_file():
+        return RunStatus.PARTIAL
+    return RunStatus.NEW

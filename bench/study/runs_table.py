@@ -1,0 +1,82 @@
+"""``runs.csv``: one row per run of a matrix, written after every run and read by the report.
+
+Columns, in order: the cell's axes (``model``, ``preset``, ``tokenizer``, ``dataset``,
+``seed``, ``match``, then any other axis of the config), then ``phase``, ``run_id``,
+``run_dir``, ``status``, ``error``, ``matrix``, ``config_sha256``, and for finished runs
+the flattened result (:meth:`bench.engine.result.RunResult.flat`). The axes are
+therefore the columns before ``phase``: :func:`read_runs_table` returns them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.engine.result import RunResult, RunStatus
+from bench.engine.run import RESULT
+from bench.errors import BenchError
+from bench.fileio import write_text_atomic
+from bench.study.config import MatrixConfig
+from bench.study.grid import CORE_AXES
+from bench.study.plan import PlannedRun
+from bench.study.run_status import RunRecord
+
+RUNS_CSV = "runs.csv"
+FIRST_AFTER_AXES = "phase"
+
+
+def run_row(run: PlannedRun, config: MatrixConfig) -> dict[str, Any]:
+    """One runs.csv row: axes, status, and for a finished run every metric, count and provenance field."""
+    row: dict[str, Any] = {k: run.cell.get(k) for k in CORE_AXES}
+    row.update({k: v for k, v in run.cell.items() if k not in CORE_AXES})
+    row.update({FIRST_AFTER_AXES: run.phase or ""}, run_id=run.run_id or "",
+               run_dir=run.run_dir.name if run.run_dir else "", status=run.status.value, error=run.problem or "",
+               matrix=config.name, config_sha256=config.sha256)
+    if run.run_dir is None:
+        return row
+    record = RunRecord.read(run.run_dir)
+    if record is not None:
+        row["error"] = record.error
+    if run.status is RunStatus.DONE:
+        row.update(RunResult.read(run.run_dir / RESULT).flat())
+    return row
+
+
+def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, results_dir: Path) -> Path:
+    rows = [run_row(run, config) for chain in chains for run in chain]
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path = results_dir / RUNS_CSV
+    write_text_atomic(path, buffer.getvalue())
+    return path
+
+
+@dataclass
+class RunsTable:
+    rows: pd.DataFrame  # every run
+    axes: list[str]  # the axis columns
+
+    def done(self) -> pd.DataFrame:
+        return self.rows[self.rows["status"] == RunStatus.DONE.value].copy()
+
+
+def read_runs_table(results_dir: Path) -> RunsTable:
+    path = results_dir / RUNS_CSV
+    if not path.is_file():
+        raise BenchError(f"{path} does not exist; run `bench run-matrix CONFIG` first (or give its results folder)")
+    rows = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    if rows.empty:
+        raise BenchError(f"{path} has no runs")
+    if FIRST_AFTER_AXES not in rows.columns:
+        raise BenchError(f"{path} has no {FIRST_AFTER_AXES!r} column: it is not a runs table of bench run-matrix")
+    return RunsTable(rows, list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)]))

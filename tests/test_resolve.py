@@ -1,0 +1,86 @@
+"""A run is resolved once: the frozen run configuration, its run id, and every setting that could only fail later."""
+
+import json
+import re
+
+import pytest
+
+from bench.data.facts import DataFacts
+from bench.engine.budget import Budget, Usage
+from bench.engine.resolve import RunConfig, resolve
+from bench.engine.spec import RunSpec, TrainConfig, validate_spec
+from bench.errors import BenchError
+
+FACTS = DataFacts(vocab_size=4097, corpus="wikitext-2", scheme="bpe:4096", tokenizer_hash="ab" * 32,
+                  train_chars=4_123_456_789, train_tokens=1_000_000_000,
+                  split_sha256={"train": "11" * 32, "valid": "22" * 32, "test": "33" * 32})
+
+
+def resolved(model="sha-rnn", facts=FACTS, **overrides) -> RunConfig:
+    spec = RunSpec(model=model, preset="tiny", tokenizer="bpe:4096", dataset="wikitext-2", seed=3,
+                   overrides=overrides)
+    return resolve(validate_spec(spec), facts)
+
+
+# Run ids computed by the version before the run configuration existed (bench.spec.Resolved.run_id) for the
+# same specs and data: a finished run must keep its id, or every existing results folder would be trained again.
+@pytest.mark.parametrize("model,overrides,run_id,bptt", [
+    ("sha-rnn", {"max_train_chars": 300000, "context_chars": 128, "max_steps": None}, "4c82a586d9bef2ce", 31),
+    ("transformer", {"max_tokens": 1000, "bptt": 32, "eval_chunk": 16}, "6871c155e66cc7bf", 32),
+    ("lstm", {"init_from": "/some/where/run-abc", "device": "cpu"}, "23902f0f8cc84536", 64),
+])
+def test_run_ids_are_those_of_earlier_versions(model, overrides, run_id, bptt):
+    config = resolved(model, **overrides)
+    assert config.train.bptt == bptt
+    assert config.run_id() == run_id
+
+
+def test_where_a_run_is_written_or_executed_does_not_change_its_id():
+    config = resolved(device="cpu", init_from="/a/b/run-x")
+    moved = resolved(device="cuda", init_from="/elsewhere/run-x").with_spec(out_dir="/tmp/out", data_dir="/d")
+    assert moved.run_id() == config.run_id()
+    assert resolved(lr=2e-3).run_id() != config.run_id()
+    with pytest.raises(ValueError):
+        config.with_spec(seed=4)
+
+
+def test_the_run_configuration_round_trips_through_json_and_checks_its_id():
+    config = resolved(max_train_chars=10_000, context_chars=100, max_steps=None).with_spec(out_dir="/r/x")
+    data = json.loads(json.dumps(config.to_json()))
+    again = RunConfig.from_json(data)
+    assert again == config and again.run_id() == config.run_id()
+    data["train"]["lr"] = 1.0  # edited after planning: not the run its id names
+    with pytest.raises(BenchError, match="does not hash to its run id"):
+        RunConfig.from_json(data)
+
+
+@pytest.mark.parametrize("model,overrides,facts,message", [
+    ("sha-rnn", {"bptt": 32, "context_chars": 128}, FACTS, "both bptt (tokens) and context_chars"),
+    ("sha-rnn", {"context_chars": 128}, DataFacts.vocabulary_only(256), "give --tokenizer and --dataset"),
+    ("transformer", {"eval_chunk": 128}, FACTS, "eval_chunk (128) is longer than the Transformer's context (64)"),
+    ("transformer", {"bptt": 128, "context": 64}, FACTS, "bptt (128) is longer than the Transformer's context"),
+    ("sha-rnn", {"batch_size": 16}, DataFacts(300, train_chars=40, train_tokens=31), "too short for batch_size 16"),
+    ("lstm", {"max_steps": None}, FACTS, "no training budget"),
+    ("lstm", {"lr": -1.0}, FACTS, "lr must be positive"),
+])
+def test_settings_that_could_only_fail_later_fail_at_resolution(model, overrides, facts, message):
+    with pytest.raises(BenchError, match=re.escape(message)):
+        resolved(model, facts, **overrides)
+
+
+def test_context_in_characters_becomes_tokens_from_the_data():
+    facts = DataFacts(300, train_chars=10_000, train_tokens=2_500)  # 4 characters per token
+    assert resolved(facts=facts, context_chars=128).train.bptt == 32
+    assert resolved(facts=facts, context_chars=3).train.bptt == 2  # never below two tokens
+
+
+def test_the_budget_stops_at_the_first_limit_reached():
+    budget = Budget.of(TrainConfig(max_steps=100, max_train_chars=1000, max_minutes=2.0))
+    assert budget.limits == {"steps": 100, "chars": 1000, "minutes": 2.0}
+    assert budget.fraction_used(Usage(steps=10, epochs=0.0, chars=900.0, tokens=0, minutes=0.5)) == 0.9
+    assert budget.fraction_used(Usage(steps=50, epochs=0.0, chars=100.0, tokens=0, minutes=1.5)) == 0.75
+    # 1000 characters at 4 per token are 250 tokens; 100 steps of 64 tokens are 6,400
+    assert budget.planned_tokens(4.0, 10_000, 64.0) == 250
+    assert budget.planned_tokens(None, None, 64.0) is None  # characters cannot be counted in tokens without data
+    assert Budget.of(TrainConfig(max_minutes=1.0)).planned_tokens(4.0, 10_000, 64.0) is None
+    assert Budget.of(TrainConfig(max_epochs=0.5)).planned_steps(4.0, 10_000, 64.0) == 79

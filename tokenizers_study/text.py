@@ -1,0 +1,36 @@
+"""How texts are read, turned back into bytes and counted.
+
+Texts are Python strings read with ``surrogateescape``: bytes that are not
+valid UTF-8 (for example a multi-byte character cut by a fixed byte split such
+as enwik8's) become lone surrogates U+DC80..U+DCFF, so every lossless scheme
+can give a file back byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def read_text_exact(path: str | Path) -> str:
+    """Read a file as text without any newline translation; ``text_bytes`` gives back its bytes."""
+    return Path(path).read_bytes().decode("utf-8", "surrogateescape")
+
+
+def text_bytes(text: str) -> bytes:
+    """The exact bytes of a text read with :func:`read_text_exact`."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+def decode_bytes(data: bytes | bytearray) -> str:
+    """Inverse of ``text_bytes``: invalid UTF-8 comes back as lone surrogates."""
+    return bytes(data).decode("utf-8", "surrogateescape")
+
+
+def text_counts(text: str) -> dict[str, int]:
+    """The text-side denominators: bytes, characters, words, lines."""
+    return {
+        "n_bytes": len(text_bytes(text)),
+        "n_chars": len(text),
+        "n_words": len(text.split()),
+        "n_lines": text.count("\n"),
+    }
