@@ -12,7 +12,7 @@ import sys
 import typer
 
 from bench.commands import data, models, runs, study, tokenize
-from bench.errors import USER_ERRORS
+from bench.errors import USER_ERRORS, file_system_error
 
 app = typer.Typer(
     help="Compare language models fairly across tokenizations: corpora, tokenization schemes, "
@@ -60,7 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", 1)
-    except (KeyboardInterrupt, typer.Abort):
+    except OSError as exc:
+        message = file_system_error(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return 1
+    except typer.Abort as exc:
+        if isinstance(exc.__cause__, EOFError):  # click turns EOFError into Abort: a truncated file, not Ctrl-C
+            print(f"error: a file ended early ({exc.__cause__ or 'EOFError'}); it is truncated or corrupt",
+                  file=sys.stderr)
+            return 1
+        print("interrupted", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except typer.Exit as exc:

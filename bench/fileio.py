@@ -70,6 +70,14 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def update_text(path: str | Path, text: str) -> None:
+    """Write ``text`` atomically unless the file already holds it (so that a finished study can be looked
+    at again on a read-only folder)."""
+    path = Path(path)
+    if not (path.is_file() and path.read_bytes() == text.encode("utf-8")):
+        write_text_atomic(path, text)
+
+
 def write_json_atomic(path: str | Path, obj: object) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
@@ -81,5 +89,17 @@ def read_toml(path: str | Path) -> dict:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise BenchError(f"config file {path} does not exist") from None
+    except IsADirectoryError:
+        raise BenchError(f"config file {path} is a folder; give the TOML file") from None
+    except UnicodeDecodeError as exc:
+        raise BenchError(f"config file {path} is not text ({exc.reason}); give a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise BenchError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def require_folder(path: str | Path, what: str) -> Path:
+    """``path`` as a folder to write into: refused (one line) when it exists and is not a folder."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise BenchError(f"{what} {path} is a file, not a folder; give a folder")
+    return path

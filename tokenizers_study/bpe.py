@@ -18,6 +18,7 @@ from functools import cached_property
 import numpy as np
 
 from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
+from tokenizers_study.errors import TokenizerError
 from tokenizers_study.text import decode_bytes
 
 
@@ -78,6 +79,10 @@ class BPETokenizer(Tokenizer):
         clean = cls.escape_pattern.sub("", text)
         lines = split_lines(clean)
         hf.train_from_iterator(lines, trainer=trainer, length=len(lines))
+        reached = hf.get_vocab_size(with_added_tokens=True)
+        if reached < spec.size:  # the text ran out of pairs to merge: a smaller vocabulary than its name says
+            raise TokenizerError(f"{spec.name}: this train split supports only {reached:,} tokens (no pair is "
+                                 f"left to merge); choose bpe:N with N at most {reached}")
         return cls(spec, hf.to_str())
 
     def state(self) -> dict:

@@ -90,7 +90,7 @@ def data_add(
     data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Add your own corpus from text files; it is identified by the files' sha256 (there is no official copy)."""
-    from bench.data.user import add_user_corpus, corpora_from_toml
+    from bench.data.user import add_user_corpora, corpora_from_toml
 
     corpora: dict[str, dict] = {}
     if config is not None:
@@ -99,7 +99,6 @@ def data_add(
         corpora[name] = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     if not corpora:
         raise BenchError("give a corpus NAME with --train/--valid/--test, or --config FILE.toml")
-    for corpus, paths in corpora.items():
-        records = add_user_corpus(corpus, paths, data_dir)
+    for corpus, records in add_user_corpora(corpora, data_dir).items():
         for split, record in records.items():
             print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}")

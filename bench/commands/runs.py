@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option,
-                                   metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
+from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, check_writable_file,
+                                   data_dir_option, metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
                                    sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
 
@@ -65,6 +66,13 @@ def eval_command(
 
     from bench.engine.inference import evaluate_checkpoint
 
+    for option, value in (("--streams", streams), ("--chunk", chunk)):
+        if value is not None and value < 1:
+            raise BenchError(f"{option} must be at least 1, not {value}")
+    if split not in ("train", "valid", "test"):
+        raise BenchError(f"--split must be train, valid or test, not {split!r}")
+    if dump_token_losses is not None:
+        check_writable_file(dump_token_losses, "--dump-token-losses")
     report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses)
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
@@ -86,8 +94,12 @@ def sample_command(
     """Generate text from a trained model."""
     from bench.engine.inference import printable, sample
 
-    if tokens < 1 or temperature <= 0:
-        raise BenchError("--tokens must be at least 1 and --temperature positive")
+    if tokens < 1:
+        raise BenchError(f"--tokens must be at least 1, not {tokens}")
+    if not (math.isfinite(temperature) and temperature > 0):
+        raise BenchError(f"--temperature must be a positive number, not {temperature}")
+    if top_k < 0:
+        raise BenchError(f"--top-k must be 0 (all tokens) or more, not {top_k}")
     prompt_text, continuation = sample(checkpoint_path, prompt, tokens, temperature, top_k, seed)
     print(printable(prompt_text + continuation))
 

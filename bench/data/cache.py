@@ -26,7 +26,7 @@ import numpy as np
 from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.fileio import atomic_path, write_bytes_atomic
-from tokenizers_study import FAMILIES, Tokenizer, load_tokenizer, parse_scheme, train_tokenizer
+from tokenizers_study import FAMILIES, Tokenizer, TokenizerError, load_tokenizer, parse_scheme, train_tokenizer
 from tokenizers_study import base as tokenizer_base
 from tokenizers_study import text as tokenizer_text
 
@@ -59,7 +59,10 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
     path = (data_dir / "cache" / "tokenizers" / corpus /
             f"{safe}.{train.sha256[:16]}.{_trainer_fingerprint(spec.family)}.json")
     if path.is_file():
-        return load_tokenizer(path)
+        try:
+            return load_tokenizer(path)
+        except TokenizerError as exc:  # a cache is rebuilt, never trusted
+            _log(f"{path} is not a readable tokenizer ({exc}); training it again")
     _log(f"training {spec.name} on {corpus} train ({train.size / 1e6:.1f} MB)")
     tokenizer = train_tokenizer(spec, train.read_text())
     write_bytes_atomic(path, tokenizer.to_bytes())
@@ -76,21 +79,46 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 
 def save_encoded(data_dir: str | Path | None, split: SplitData, tokenizer: Tokenizer, ids: np.ndarray) -> Path:
+    """Cache a split's ids unless a readable copy is there already (a cache is never rewritten needlessly,
+    so a finished cache works on a read-only data folder)."""
     path = _encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    if _load_encoded(path, tokenizer) is None:
+        _write_encoded(path, tokenizer, ids)
+    return path
+
+
+def _write_encoded(path: Path, tokenizer: Tokenizer, ids: np.ndarray) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
             np.save(f, np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
-    return path
+
+
+def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
+    """The cached ids, memory-mapped; None when absent or not trustworthy (truncated, garbage, ids outside
+    the vocabulary), so that they are encoded again."""
+    if not path.is_file():
+        return None
+    try:
+        ids = np.load(path, mmap_mode="r")
+    except (ValueError, OSError, EOFError) as exc:
+        _log(f"{path} is not a readable array ({exc}); encoding again")
+        return None
+    outside = len(ids) and ids.max() >= tokenizer.vocab_size
+    if ids.ndim != 1 or ids.dtype != id_dtype(tokenizer.vocab_size) or outside:
+        _log(f"{path} does not hold ids of {tokenizer.spec.name}; encoding again")
+        return None
+    return ids
 
 
 def encoded_split(tokenizer: Tokenizer, split: SplitData, data_dir: str | Path | None = None) -> np.ndarray:
     """Token ids of a split (memory-mapped, read-only), encoding and caching them on first use."""
-    data_dir = resolve_data_dir(data_dir)
-    path = _encoded_path(data_dir, split, tokenizer)
-    if not path.is_file():
+    path = _encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    ids = _load_encoded(path, tokenizer)
+    if ids is None:
         _log(f"encoding {split.corpus} {split.split} with {tokenizer.spec.name}")
-        save_encoded(data_dir, split, tokenizer, tokenizer.encode(split.read_text()))
-    return np.load(path, mmap_mode="r")
+        _write_encoded(path, tokenizer, tokenizer.encode(split.read_text()))
+        ids = np.load(path, mmap_mode="r")
+    return ids
 
 
 @dataclass

@@ -206,20 +206,31 @@ def fetch(
         if split not in spec.splits:
             raise BenchError(f"unknown split {split!r}; splits are {', '.join(SPLITS)}")
     splits = tuple(dict.fromkeys(list(splits) + list(files)))
+    if not splits:
+        raise BenchError(f"no split to fetch; give --splits with some of {', '.join(SPLITS)}")
+    created = not data_dir.exists()
     data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=data_dir) as tmp:
+            fetcher = _Fetcher(spec, data_dir, Path(tmp), mirror_path, allow_unverified, download)
+            staged = {split: _stage(fetcher, split, files.get(split)) for split in splits}
+            # Everything obtained and checked: only now touch the corpus folder.
+            return _install(data_dir, name, staged)
+    except BaseException:
+        if created and not any(data_dir.iterdir()):  # a failed fetch leaves no empty data folder behind
+            data_dir.rmdir()
+        raise
+
+
+def _install(data_dir: Path, name: str, staged: dict[str, tuple[Path, SplitRecord]]) -> dict[str, SplitRecord]:
     target_dir = corpus_dir(data_dir, name)
-    with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=data_dir) as tmp:
-        scratch = Path(tmp)
-        fetcher = _Fetcher(spec, data_dir, scratch, mirror_path, allow_unverified, download)
-        staged = {split: _stage(fetcher, split, files.get(split)) for split in splits}
-        # Everything obtained and checked: only now touch the corpus folder.
-        target_dir.mkdir(parents=True, exist_ok=True)
-        records = read_manifest(data_dir, name)
-        for split, (path, record) in staged.items():
-            os.replace(path, target_dir / record.file)
-            records[split] = record
-        write_manifest(data_dir, name, records)
-    return {s: records[s] for s in splits}
+    target_dir.mkdir(parents=True, exist_ok=True)
+    records = read_manifest(data_dir, name)
+    for split, (path, record) in staged.items():
+        os.replace(path, target_dir / record.file)
+        records[split] = record
+    write_manifest(data_dir, name, records)
+    return {s: records[s] for s in staged}
 
 
 def _stage(fetcher: _Fetcher, split: str, explicit: Path | None) -> tuple[Path, SplitRecord]:
@@ -236,6 +247,8 @@ def _stage(fetcher: _Fetcher, split: str, explicit: Path | None) -> tuple[Path, 
     else:
         shutil.copyfile(got.path, out)
         size, sha = got.check.size, got.check.sha256
+    if size == 0:
+        raise BenchError(f"{fetcher.spec.name} {split}: {got.source} is empty; a corpus split must hold text")
     return out, SplitRecord(
         file=fetcher.spec.split_filename(split),
         size=size,

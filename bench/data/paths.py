@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.fileio import require_folder
 
 
 def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
-    return Path(data_dir or os.environ.get("BENCH_DATA_DIR") or "data")
+    return require_folder(data_dir or os.environ.get("BENCH_DATA_DIR") or "data", "data folder")
 
 
 def resolve_mirror(mirror: str | Path | None = None) -> Path | None:

@@ -45,8 +45,10 @@ def verify(name: str | None = None, data_dir: str | Path | None = None) -> list[
     """
     data_dir = resolve_data_dir(data_dir)
     names = [name] if name else known_corpora(data_dir)
-    if name and name not in REGISTRY and not (corpus_dir(data_dir, name) / MANIFEST).exists():
-        get_corpus(name)  # raises the unknown-corpus message
+    if name and not (corpus_dir(data_dir, name) / MANIFEST).exists():
+        get_corpus(name)  # an unknown name gets the unknown-corpus message
+        raise BenchError(f"corpus {name!r} is not in {data_dir}; nothing to verify (fetch it first: "
+                         f"bench data fetch {name})")
     rows = []
     for corpus in names:
         records = read_manifest(data_dir, corpus)

@@ -6,6 +6,9 @@ the sha256 of their files and their records say ``status: user``.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from bench.data.corpora import REGISTRY, SPLITS
@@ -14,7 +17,7 @@ from bench.data.manifest import (STATUS_USER, SplitRecord, corpus_dir, is_user_c
 from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.errors import BenchError
-from bench.fileio import read_toml, sha256_bytes, write_bytes_atomic
+from bench.fileio import read_toml, sha256_bytes
 
 
 def _check_user_name(data_dir: Path, name: str) -> None:
@@ -29,40 +32,77 @@ def _check_user_name(data_dir: Path, name: str) -> None:
 
 def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data_dir: Path,
                          note: str) -> dict[str, SplitRecord]:
-    """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there."""
+    """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there.
+
+    The files and the manifest are written into a scratch folder that then replaces the corpus folder, so
+    an interrupted or failed write leaves the previous corpus (or none) in place.
+    """
     target = corpus_dir(data_dir, name)
     existing = read_manifest(data_dir, name)
     digests = {split: sha256_bytes(data) for split, (data, _) in contents.items()}
     if (existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS)
             and all((target / existing[s].file).is_file() for s in SPLITS)):
         return existing
-    records = {}
-    for split in SPLITS:
-        data, source = contents[split]
-        dest = target / f"{split}.txt"
-        write_bytes_atomic(dest, data)
-        records[split] = SplitRecord(file=dest.name, size=len(data), sha256=digests[split], status=STATUS_USER,
-                                     source=source, fetched_at=timestamp(), problem=note)
-    write_manifest(data_dir, name, records, user=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".add-{name}-", dir=data_dir))
+    try:
+        records = {}
+        for split in SPLITS:
+            data, source = contents[split]
+            (stage / f"{split}.txt").write_bytes(data)
+            records[split] = SplitRecord(file=f"{split}.txt", size=len(data), sha256=digests[split],
+                                         status=STATUS_USER, source=source, fetched_at=timestamp(), problem=note)
+        write_manifest(data_dir, stage.name, records, user=True)
+        _replace_folder(stage, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return records
 
 
-def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
-                    ) -> dict[str, SplitRecord]:
-    """Copy the user's own train/valid/test files into the data folder, recorded by sha256."""
-    data_dir = resolve_data_dir(data_dir)
-    _check_user_name(data_dir, name)
+def _replace_folder(new: Path, target: Path) -> None:
+    """Put ``new`` in place of ``target`` (which may not exist) with two renames."""
+    old = target.with_name(f".old-{target.name}-{os.getpid()}")
+    if target.exists():
+        os.replace(target, old)
+    os.replace(new, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
+                    ) -> dict[str, tuple[bytes, str]]:
+    """The user's train/valid/test files, checked (name, presence, non-empty) and read; nothing is written."""
+    _check_user_name(resolve_data_dir(data_dir), name)
     missing = [s for s in SPLITS if s not in paths]
     if missing:
         raise BenchError(f"corpus {name!r} needs train, valid and test files; missing: {', '.join(missing)}")
+    contents = {}
     for split, path in paths.items():
         if split not in SPLITS:
             raise BenchError(f"unknown split {split!r}; splits are {', '.join(SPLITS)}")
         if not Path(path).is_file():
-            raise BenchError(f"{split} file {path} does not exist")
-    contents = {s: (Path(paths[s]).read_bytes(), f"user file {Path(paths[s]).resolve()}") for s in SPLITS}
-    return _install_user_corpus(name, contents, data_dir,
-                                "user corpus: identified by its sha256, there is no official copy to verify against")
+            raise BenchError(f"{split} file {path} does not exist" + (" (it is a folder)" if Path(path).is_dir()
+                                                                          else ""))
+        data = Path(path).read_bytes()
+        if not data.strip():
+            raise BenchError(f"{split} file {path} is empty: a corpus split must hold text")
+        contents[split] = (data, f"user file {Path(path).resolve()}")
+    return contents
+
+
+def add_user_corpora(corpora: dict[str, dict[str, str | Path]], data_dir: str | Path | None = None
+                     ) -> dict[str, dict[str, SplitRecord]]:
+    """Copy the user's corpora into the data folder, recorded by sha256; every corpus is checked and read
+    before any is written, so a bad file installs none of them."""
+    data_dir = resolve_data_dir(data_dir)
+    contents = {name: read_user_files(name, paths, data_dir) for name, paths in corpora.items()}
+    note = "user corpus: identified by its sha256, there is no official copy to verify against"
+    return {name: _install_user_corpus(name, files, data_dir, note) for name, files in contents.items()}
+
+
+def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
+                    ) -> dict[str, SplitRecord]:
+    """One user corpus (see :func:`add_user_corpora`)."""
+    return add_user_corpora({name: paths}, data_dir)[name]
 
 
 def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: str | Path | None = None
@@ -82,6 +122,9 @@ def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: s
         original = open_split(source, split, data_dir)
         data = original.path.read_bytes()[:size]
         cut = data.rfind(b"\n") + 1 if len(data) == size and b"\n" in data else len(data)
+        if not data[:cut].strip():
+            raise BenchError(f"corpus {name!r}: the first {size:,} bytes of {source} {split} hold no text line; "
+                             f"raise {split}_bytes")
         contents[split] = (data[:cut], f"first {cut:,} bytes of {source} {split} (sha256 {original.sha256}, "
                                        f"{original.status})")
     return _install_user_corpus(name, contents, data_dir,

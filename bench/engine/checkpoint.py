@@ -24,7 +24,11 @@ FORMAT = 1
 def save(path: str | Path, payload: dict) -> None:
     payload = {"format": FORMAT, **payload}
     with atomic_path(path) as tmp:
-        torch.save(payload, tmp)
+        try:
+            torch.save(payload, tmp)
+        except RuntimeError as exc:  # torch reports a failed write (a full disk, say) as a RuntimeError
+            raise BenchError(f"cannot write {path}: {str(exc).splitlines()[0]}; the disk may be full or the "
+                             f"folder not writable") from None
 
 
 def load(path: str | Path) -> dict:

@@ -87,24 +87,20 @@ def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: fl
     loaded = load_model(path, device)
     model, tok = loaded.model, loaded.tokenizer
     generator = torch.Generator(device="cpu").manual_seed(seed)
-    context = [tok.bos_id] + tok.encode(prompt).tolist()
-    x = torch.tensor([context], device=loaded.device)
-    state, out = None, []
-    window = getattr(model.config, "context", None) if not model.carries_state_in_training else None
-    for _ in range(max_tokens):
-        if window is not None and x.shape[1] > window:
-            x = x[:, -window:]
+    segment = loaded.train.bptt  # no forward pass longer than training's (a long prompt goes in segments)
+    pending, state, out = [tok.bos_id] + tok.encode(prompt).tolist(), None, []
+    while len(out) < max_tokens:
+        for start in range(0, len(pending), segment):
+            with autocast(loaded.device, loaded.amp):
+                hidden, state = model(torch.tensor([pending[start:start + segment]], device=loaded.device), state)
         with autocast(loaded.device, loaded.amp):
-            hidden, state = model(x, state)
-            logits = model.logits(hidden[:, -1]).float().cpu()
-        logits = logits / max(temperature, 1e-6)
+            logits = model.logits(hidden[:, -1]).float().cpu() / temperature
         if top_k:
             kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1, None]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         logits[..., tok.bos_id] = float("-inf")  # <bos> starts documents, it is never a continuation
-        next_id = int(torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator))
-        out.append(next_id)
-        x = torch.tensor([[next_id]], device=loaded.device)
+        pending = [int(torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator))]
+        out.append(pending[0])
     return prompt, tok.decode(np.array(out))
 
 

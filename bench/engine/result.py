@@ -44,6 +44,7 @@ class RunStatus(StrEnum):
     DIVERGED = "diverged"
     OOM = "oom"
     NO_DATA = "no data"
+    RUNNING = "running"  # another process holds the run's lock
 
     @classmethod
     def parse(cls, text: str) -> "RunStatus":

@@ -12,7 +12,10 @@ The run folder holds ``spec.json`` (the resolved configuration), ``tokenizer.jso
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
 
@@ -26,16 +29,20 @@ from bench.engine.resolve import RunConfig, resolve
 from bench.engine.result import (DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult, RunStatus,
                                  SplitMetrics, SplitProvenance, TokenizerSummary, TrainingSummary)
 from bench.engine.spec import RunSpec, validate_spec
-from bench.engine.trainer import BEST, Trainer
-from bench.fileio import write_bytes_atomic, write_json_atomic
+from bench.engine.lock import RunLock
+from bench.engine.trainer import BEST, CHECKPOINT, Trainer
+from bench.errors import BenchError
+from bench.fileio import require_folder, write_bytes_atomic, write_json_atomic
 
 RESULT = "result.json"
 SPEC = "spec.json"
 
 
-def default_run_dir(spec: RunSpec) -> Path:
+def default_run_dir(config: RunConfig) -> Path:
+    """``runs/<model>-<preset>-<tokenizer>-<dataset>-s<seed>-<run id>``: another setting, another folder."""
+    spec = config.spec
     name = f"{spec.model}-{spec.preset}-{spec.tokenizer.replace(':', '')}-{spec.dataset}-s{spec.seed}"
-    return Path("runs") / name
+    return Path("runs") / f"{name}-{config.run_id()[:10]}"
 
 
 def _now() -> str:
@@ -56,46 +63,97 @@ def plan_run(spec: RunSpec) -> RunConfig:
     spec = validate_spec(spec)
     data_dir = resolve_data_dir(spec.data_dir)
     config = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
-    out = Path(spec.out_dir) if spec.out_dir else default_run_dir(spec)
+    out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(config)
     return config.with_spec(out_dir=str(out), data_dir=str(data_dir))
 
 
 def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
-    """Train (or resume, or return the finished result of) the run a spec describes."""
-    return execute(plan_run(spec), show_progress=show_progress)
+    """Train (or resume, or return the finished result of) the run a spec describes. A run that fails
+    before its first checkpoint leaves no folder behind."""
+    config = plan_run(spec)
+    out = Path(config.spec.out_dir)
+    created = not out.exists()
+    try:
+        return execute(config, show_progress=show_progress)
+    except BaseException:
+        if created and out.is_dir() and not (out / CHECKPOINT).exists():
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
 
-def execute(config: RunConfig, console: TextIO | None = None, show_progress: bool = True) -> RunResult:
-    """Train, evaluate and record one resolved run; ``console`` receives its messages (default stderr)."""
-    started, wall_start = _now(), time.perf_counter()
+def execute(config: RunConfig, console: TextIO | None = None, show_progress: bool = True,
+            locked: bool = False) -> RunResult:
+    """Train, evaluate and record one resolved run; ``console`` receives its messages (default stderr).
+
+    Nothing is written into a folder that holds another run, and one process at a time trains a run: the
+    run's lock is taken here unless the caller holds it (``locked``)."""
+    wall_start = time.perf_counter()
     spec, out = config.spec, Path(config.spec.out_dir)
     corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=config.data)
     previous = finished_result(out, config.run_id())
     if previous is not None:
         return previous
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / SPEC, config.to_json())
+    check_run_folder(out, config.run_id())
+    initial = initial_weights(config)
     trainer = Trainer(config, corpus, out, console, show_progress)
-    write_bytes_atomic(out / "tokenizer.json", trainer.tokenizer.to_bytes())
-    if trainer.resume():
-        print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
-    elif config.train.init_from:
-        trainer.model.load_state_dict(checkpoint.load(config.train.init_from)["model"])
-    trainer.run()
-    evaluated = "final"
-    if (out / BEST).is_file():
-        trainer.model.load_state_dict(checkpoint.load(out / BEST)["model"])
-        evaluated = f"best (step {trainer.progress.best_step})"
-    layout = trainer.eval_layout()
-    metrics = evaluate_splits(trainer.model, corpus, layout, trainer.device, trainer.amp, config.train.final_splits,
-                              out if config.train.dump_token_losses else None)
-    result = build_result(trainer, metrics, layout, evaluated, started, time.perf_counter() - wall_start)
-    write_json_atomic(out / RESULT, result.to_json())
+    with nullcontext() if locked else RunLock(out):
+        remove_temporary_files(out)
+        if trainer.resume():
+            print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
+        else:
+            trainer.start_fresh(initial)
+        write_json_atomic(out / SPEC, config.to_json())
+        write_bytes_atomic(out / "tokenizer.json", trainer.tokenizer.to_bytes())
+        trainer.run()
+        evaluated = "final"
+        if (out / BEST).is_file():
+            trainer.load_weights(checkpoint.load(out / BEST)["model"], out / BEST)
+            evaluated = f"best (step {trainer.progress.best_step})"
+        layout = trainer.eval_layout()
+        metrics = evaluate_splits(trainer.model, corpus, layout, trainer.device, trainer.amp,
+                                  config.train.final_splits, out if config.train.dump_token_losses else None)
+        trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
+        result = build_result(trainer, metrics, layout, evaluated, trainer.wall_seconds(wall_start))
+        write_json_atomic(out / RESULT, result.to_json())
     return result
 
 
+def check_run_folder(out: Path, run_id: str) -> None:
+    """Refuse a folder that records another run (its spec.json or result.json names another run id)."""
+    for name in (SPEC, RESULT):
+        path = out / name
+        if not path.is_file():
+            continue
+        try:
+            recorded = json.loads(path.read_text()).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            raise BenchError(f"{path} is not readable JSON; this folder's run cannot be told: choose another "
+                             f"--out folder or delete {out}") from None
+        if recorded is not None and recorded != run_id:
+            raise BenchError(f"{out} holds another run ({recorded}, this one is {run_id}); choose another --out "
+                             f"folder (or leave --out out: the default folder is named by the run id)")
+
+
+def initial_weights(config: RunConfig) -> dict | None:
+    """The weights ``init_from`` names, checked to be of this run's model family (before anything is written)."""
+    if not config.train.init_from:
+        return None
+    payload = checkpoint.load(config.train.init_from)
+    family = payload.get("resolved", {}).get("spec", {}).get("model")
+    if family != config.spec.model:
+        raise BenchError(f"init_from {config.train.init_from} holds a {family} model but this run trains a "
+                         f"{config.spec.model}; start from a run of the same model")
+    return payload["model"]
+
+
+def remove_temporary_files(out: Path) -> None:
+    """Leftovers of atomic writes that were interrupted (``.<name>.<random>.tmp``, up to a checkpoint's size)."""
+    for path in out.glob(".*.tmp"):
+        path.unlink(missing_ok=True)
+
+
 def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: EvalLayout, evaluated: str,
-                 started: str, wall: float) -> RunResult:
+                 wall: float) -> RunResult:
     from bench.provenance import comparability, git_commit, library_versions, machine
 
     config, corpus, p = trainer.config, trainer.corpus, trainer.progress
@@ -120,6 +178,6 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
             best_valid_bits_per_char_during_training=p.best_valid_bpc),
         evaluation=EvaluationSummary(evaluated, layout.to_json(), "whole split, first token predicted from <bos>"),
         metrics=metrics, comparable=comparable, comparability_notes=notes,
-        provenance=Provenance(git_commit(), library_versions(), describe(trainer.device), machine(), started, _now(),
-                              wall),
+        provenance=Provenance(git_commit(), library_versions(), describe(trainer.device), machine(),
+                              trainer.progress.started_at, _now(), wall),
     )

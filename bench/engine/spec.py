@@ -10,6 +10,7 @@ Turning a spec into the configuration a run executes is :mod:`bench.engine.resol
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
@@ -59,8 +60,11 @@ class TrainConfig:
     compile: bool = False  # torch.compile the parts each model names (LanguageModel.compile_parts)
 
     def __post_init__(self) -> None:
-        positive = ("batch_size", "bptt", "eval_streams", "checkpoint_every", "log_every")
-        for name in positive:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{f.name} must be a finite number, not {value}")
+        for name in ("batch_size", "bptt", "eval_streams", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes",
@@ -68,10 +72,16 @@ class TrainConfig:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive (or none)")
-        if self.lr <= 0 or self.warmup_steps < 0 or self.eval_every < 0 or self.clip < 0:
-            raise ValueError("lr must be positive; warmup_steps, eval_every and clip non-negative")
-        if not 0 <= self.min_lr_ratio <= 1 or not 0 <= self.min_trust < 1:
-            raise ValueError("min_lr_ratio must be in [0, 1] and min_trust in [0, 1)")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, not {self.lr}")
+        for name in ("warmup_steps", "eval_every", "clip", "weight_decay", "eps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
+        for name in ("beta1", "beta2", "min_trust"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1), not {getattr(self, name)}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must be in [0, 1], not {self.min_lr_ratio}")
         splits = self.final_splits
         if not splits or any(s not in ("valid", "test") for s in splits):
             raise ValueError("final_eval_splits must list valid and/or test, e.g. valid,test")
@@ -191,5 +201,7 @@ def validate_spec(spec: RunSpec) -> RunSpec:
     from tokenizers_study import parse_scheme
 
     get_preset(spec.model, spec.preset)
+    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or not 0 <= spec.seed < 2**32:
+        raise BenchError(f"seed must be an integer from 0 to 2**32 - 1, not {spec.seed!r}")
     return dataclasses.replace(spec, tokenizer=parse_scheme(spec.tokenizer).name,
                                overrides=parse_overrides(spec.model, spec.overrides))

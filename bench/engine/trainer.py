@@ -11,6 +11,7 @@ Stopping is decided by the run's :class:`~bench.engine.budget.Budget`.
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 import json
 import math
 import random
@@ -42,6 +43,18 @@ from tokenizers_study.text import text_counts
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 LOG = "log.jsonl"
+DIVERGED_FACTOR = 2.0  # a loss this many times the uniform model's marks a diverged run
+
+
+def read_log_lines(path: Path) -> list[str]:
+    """The lines of a log.jsonl; a torn last line (a write cut by a kill) is left out."""
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    if lines:
+        try:
+            json.loads(lines[-1])
+        except ValueError:
+            lines.pop()
+    return lines
 
 
 class TrainingInterrupted(BenchError):
@@ -92,6 +105,8 @@ class Progress:
     seconds: float = 0.0  # training time, evaluation excluded
     best_valid_bpc: float | None = None
     best_step: int | None = None
+    started_at: str = ""  # when the run's first attempt started
+    wall_seconds: float = 0.0  # wall time of every attempt up to its last checkpoint
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -145,6 +160,8 @@ class Trainer:
         self.state = None
         self.log_file = out / LOG
         self._last_lr = 0.0
+        self._attempt_start = time.perf_counter()
+        self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
 
     # ---- budget and layout ------------------------------------------------------------------
 
@@ -177,7 +194,12 @@ class Trainer:
             "model": self.model.state_dict(),
         }
 
+    def wall_seconds(self, since: float | None = None) -> float:
+        """Wall time of every attempt: earlier ones up to their last checkpoint, this one until now."""
+        return self._wall_before + time.perf_counter() - (self._attempt_start if since is None else since)
+
     def save_checkpoint(self) -> None:
+        self.progress.wall_seconds = self.wall_seconds()
         payload = self.payload("training")
         payload.update(
             optimizer=self.optimizer.state_dict(),
@@ -195,20 +217,39 @@ class Trainer:
         if payload.get("run_id") != self.config.run_id():
             raise BenchError(f"{self.out} holds a checkpoint of a different run; choose another --out folder "
                              f"or delete {path}")
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        self.progress = Progress(**payload["progress"])
-        checkpoint.restore_rng(payload["rng"], self.jitter)
-        self.state = state_to(payload["carried_state"], self.device)
-        self._truncate_log(self.progress.step)
+        try:
+            self.load_weights(payload["model"], path)
+            self.optimizer.load_state_dict(payload["optimizer"])
+            self.progress = Progress(**payload["progress"])
+            checkpoint.restore_rng(payload["rng"], self.jitter)
+            self.state = state_to(payload["carried_state"], self.device)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BenchError(f"{path} is not a complete checkpoint of this run ({type(exc).__name__}: {exc}); "
+                             f"delete it to train the run from the start") from None
+        self._wall_before = self.progress.wall_seconds
+        self._keep_log_until(self.progress.step)
         return True
 
-    def _truncate_log(self, step: int) -> None:
-        """Drop log lines written after the checkpoint we resume from (they will be written again)."""
-        if not self.log_file.exists():
-            return
-        kept = [line for line in self.log_file.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        self.log_file.write_text("".join(line + "\n" for line in kept))
+    def start_fresh(self, initial_weights: dict | None) -> None:
+        """A first attempt (or one killed before its first checkpoint): no log of an earlier attempt is kept."""
+        self.progress.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self._keep_log_until(-1)
+        if initial_weights is not None:
+            self.load_weights(initial_weights, self.cfg.init_from)
+
+    def load_weights(self, state_dict: dict, source) -> None:
+        try:
+            self.model.load_state_dict(state_dict)
+        except RuntimeError as exc:  # missing, unexpected or mis-shaped tensors
+            raise BenchError(f"the weights in {source} do not fit this model ({str(exc).splitlines()[0]} ...); "
+                             f"use weights of the same model and sizes") from None
+
+    def _keep_log_until(self, step: int) -> None:
+        """Drop log lines after ``step`` (they will be written again) and a torn last line, so that the log of an
+        interrupted run equals that of an uninterrupted one."""
+        if self.log_file.exists():
+            kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step]
+            self.log_file.write_text("".join(line + "\n" for line in kept))
 
     def log(self, record: dict) -> None:
         with open(self.log_file, "a") as f:
@@ -313,9 +354,19 @@ class Trainer:
                   "train_bits_per_byte": mean_loss / math.log(2) / bytes_per_token,
                   "chars_per_second": chars_per_s, "seconds": p.seconds})
 
+    def check_not_diverged(self, mean_nll: dict[str, float]) -> None:
+        """A loss (nats per token) beyond twice the uniform model's, log V, is a diverged model, not a result."""
+        limit = DIVERGED_FACTOR * math.log(self.tokenizer.vocab_size)
+        for split, loss in mean_nll.items():
+            if not loss <= limit:
+                raise TrainingDiverged(f"the {split} loss is {loss:.4g} nats per token at step {self.progress.step}, "
+                                       f"beyond {DIVERGED_FACTOR:g}x the uniform model's {limit / DIVERGED_FACTOR:.4g}:"
+                                       f" the model diverged; try a lower lr or stronger clipping")
+
     def _validate_and_keep_best(self) -> str:
         p = self.progress
         metrics = self.validate()
+        self.check_not_diverged({"validation": metrics["valid_loss"]})
         bpc = metrics["valid_bits_per_char"]
         self.log({"step": p.step, "train_chars": p.tokens * self.chars_per_token, **metrics})
         if p.best_valid_bpc is None or bpc < p.best_valid_bpc:

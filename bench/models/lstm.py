@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State, run_lstm
+from bench.models.common import LanguageModel, State, check_ranges, run_lstm
 
 
 @dataclass
@@ -36,8 +36,8 @@ class LSTMConfig:
     init_range: float = 0.1  # embedding init U(-r, r); AWD-LSTM's 0.1 is slow for tiny models trained briefly
 
     def __post_init__(self) -> None:
-        if self.nlayers < 1:
-            raise ValueError("nlayers must be at least 1")
+        check_ranges(self, positive=("vocab_size", "emsize", "nhid", "nlayers", "init_range"),
+                     probabilities=("dropout", "dropouth", "dropouti", "dropoute", "wdrop"))
 
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:

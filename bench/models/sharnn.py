@@ -59,7 +59,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State, run_lstm
+from bench.models.common import LanguageModel, State, check_ranges, run_lstm
 
 Attention = Literal["second-last", "all", "none"]
 
@@ -77,6 +77,8 @@ class SHARNNConfig:
     max_memory: int = 5000  # attention positions in all: carried memory plus current segment
 
     def __post_init__(self) -> None:
+        check_ranges(self, positive=("vocab_size", "emsize", "nhid", "nlayers", "max_memory"),
+                     probabilities=("dropout", "dropouth", "dropouti"))
         if self.nhid % self.emsize:
             raise ValueError(f"nhid ({self.nhid}) must be a multiple of emsize ({self.emsize}) for the Boom layer")
         if self.attention not in ("second-last", "all", "none"):

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State
+from bench.models.common import LanguageModel, State, check_ranges
 
 
 @dataclass
@@ -39,6 +39,8 @@ class TransformerConfig:
     dropout: float = 0.1
 
     def __post_init__(self) -> None:
+        check_ranges(self, positive=("vocab_size", "d_model", "nlayers", "nheads", "mlp_ratio", "context"),
+                     probabilities=("dropout",))
         if self.d_model % self.nheads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of nheads ({self.nheads})")
         if self.positions not in ("learned", "rotary"):

@@ -47,10 +47,10 @@ class RunData:
     run_dir: Path
 
     def log(self) -> list[dict]:
-        path = self.run_dir / "log.jsonl"
-        if not path.is_file():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        from bench.engine.trainer import LOG, read_log_lines
+
+        path = self.run_dir / LOG
+        return [json.loads(line) for line in read_log_lines(path)] if path.is_file() else []
 
     def token_nll(self, split: str = "test") -> np.ndarray | None:
         path = self.run_dir / f"token_nll.{split}.npy"

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine.budget import LIMITS
-from bench.errors import BenchError
+from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import read_toml
 
 TABLES = ("matrix", "axes", "budget", "context", "shared", "models", "tokenizers", "include", "phases", "corpora")
 BUDGET_KEYS = tuple(limit.unit for limit in LIMITS if limit.unit != "minutes")
 CONTEXT_KEYS = ("chars", "tokens")
+TEXT_AXES = ("model", "preset", "tokenizer", "dataset", "match")
 
 
 @dataclass
@@ -52,8 +53,20 @@ class MatrixConfig:
     corpora: dict[str, dict] = field(default_factory=dict)
 
 
-def _as_list(value) -> list:
-    return list(value) if isinstance(value, list) else [value]
+def _grid(table: dict, path: Path, where: str) -> dict[str, list]:
+    """Axis name -> its values (a scalar is a one-value list); every value a string or a number."""
+    grid = {}
+    for key, value in table.items():
+        values = list(value) if isinstance(value, list) else [value]
+        if not values:
+            raise BenchError(f"{path}: {where} {key} is empty; give at least one value")
+        for item in values:
+            kind = str if key in TEXT_AXES else int if key == "seed" else (str, int, float, bool)
+            if isinstance(item, bool) and kind is int or not isinstance(item, kind):
+                want = {str: "a string", int: "an integer"}.get(kind, "a string or a number")
+                raise BenchError(f"{path}: {where} {key} = {item!r}: each value must be {want}")
+        grid[key] = values
+    return grid
 
 
 def _table(doc: dict, key: str, path: Path) -> dict:
@@ -76,15 +89,15 @@ def load_config(path: str | Path) -> MatrixConfig:
     name = meta.get("name") or path.stem
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise BenchError(f"{path}: matrix name {name!r} must use letters, digits, '-' and '_'")
-    axes = {k: _as_list(v) for k, v in _table(doc, "axes", path).items()}
+    axes = _grid(_table(doc, "axes", path), path, "[axes]")
     for key in ("model", "tokenizer", "dataset"):
-        if not axes.get(key):
+        if key not in axes:
             raise BenchError(f"{path}: [axes] needs a non-empty {key} list")
     includes = []
     for entry in doc.get("include", []):
         if not isinstance(entry, dict):
             raise BenchError(f"{path}: every [[include]] must be a table of axis values")
-        includes.append({k: _as_list(v) for k, v in entry.items()})
+        includes.append(_grid(entry, path, "[[include]]"))
     phases = doc.get("phases", [])
     if not isinstance(phases, list) or not all(isinstance(p, dict) and p.get("name") for p in phases):
         raise BenchError(f"{path}: every [[phases]] needs a name")
@@ -96,12 +109,31 @@ def load_config(path: str | Path) -> MatrixConfig:
     config = MatrixConfig(
         name=name, path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         description=str(meta.get("description", "")), axes=axes, includes=includes, budget=budget,
-        context=context, shared=_table(doc, "shared", path), per_model=_table(doc, "models", path),
-        per_tokenizer=_table(doc, "tokenizers", path), phases=phases, data_dir=meta.get("data_dir"),
+        context=context, shared=_table(doc, "shared", path), per_model=_settings_tables(doc, "models", path),
+        per_tokenizer=_settings_tables(doc, "tokenizers", path), phases=phases, data_dir=meta.get("data_dir"),
         default_match=meta.get("match", "chars"), corpora=_corpora(doc, path),
     )
     cell_specs(config)
     return config
+
+
+def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
+    """[models.<model>] or [tokenizers."<scheme>"]: settings for the runs of one model or one tokenization."""
+    from bench.engine.presets import PRESETS
+    from tokenizers_study import parse_scheme
+
+    tables = _table(doc, key, path)
+    for name, entry in tables.items():
+        if not isinstance(entry, dict):
+            raise BenchError(f"{path}: [{key}.{name}] must be a table of settings")
+        if key == "models" and name not in PRESETS:
+            raise BenchError(f"{path}: [models.{name}]: unknown model; models: {', '.join(PRESETS)}")
+        if key == "tokenizers":
+            try:
+                parse_scheme(name)
+            except USER_ERRORS as exc:
+                raise BenchError(f'{path}: [tokenizers."{name}"]: {exc}') from None
+    return tables
 
 
 def _corpora(doc: dict, path: Path) -> dict[str, dict]:

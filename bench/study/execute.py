@@ -21,13 +21,14 @@ from pathlib import Path
 
 from bench.engine.result import RunStatus
 from bench.errors import BenchError
-from bench.fileio import write_text_atomic
+from bench.fileio import require_folder, update_text
 from bench.study.config import MatrixConfig, load_config, register_corpora
 from bench.study.plan import PlannedRun, plan
 from bench.study.run_status import RunRecord
 from bench.study.runs_table import write_runs_table
 
 TRAIN_LOG = "train.log"
+ERROR_FILE = "error.txt"
 
 
 @dataclass
@@ -54,14 +55,14 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
     if jobs < 1:
         raise BenchError("--jobs must be at least 1")
     config = load_config(config_path)
-    results = Path(results_dir) if results_dir else Path("results") / config.name
+    results = require_folder(results_dir or Path("results") / config.name, "results folder")
     data = resolve_data_dir(data_dir or config.data_dir)
     register_corpora(config, data)
     outcome = MatrixOutcome(config, results, plan(config, results, data))
     if dry_run:
         return outcome
     results.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(results / "matrix.toml", config.path.read_text())
+    update_text(results / "matrix.toml", config.path.read_text())
     todo = []
     for chain in outcome.chains:
         pending = [r for r in chain if _should_run(r, retry_failed)]
@@ -135,32 +136,43 @@ def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
 
 
 def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
-    """Execute one run, catching its failure; the outcome is also written to its status.json."""
+    """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
+    another process is training is left alone and reported as running."""
+    from bench.engine.lock import RunLock, RunLocked
     from bench.engine.resolve import RunConfig
-    from bench.engine.run import execute
-    from bench.engine.trainer import TrainingInterrupted
 
     config = RunConfig.from_json(config_json)
     run_dir = Path(config.spec.out_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.txt").unlink(missing_ok=True)
+    try:
+        with RunLock(run_dir):
+            record = _attempt(config, run_dir, settings)
+            record.write()
+    except RunLocked as exc:
+        return RunRecord(str(run_dir), RunStatus.RUNNING, str(exc), config.run_id())
+    return record
+
+
+def _attempt(config, run_dir: Path, settings: WorkerSettings) -> RunRecord:
+    from bench.engine.run import execute
+    from bench.engine.trainer import TrainingInterrupted
+
+    (run_dir / ERROR_FILE).unlink(missing_ok=True)  # from an earlier attempt
     log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file else nullcontext(None)
     with log as console:
         if console is not None:
             print(f"== {run_dir.name}", file=console, flush=True)
         try:
-            result = execute(config, console=console, show_progress=settings.show_progress)
-            record = RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
+            result = execute(config, console=console, show_progress=settings.show_progress, locked=True)
+            return RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
         except (TrainingInterrupted, KeyboardInterrupt):
             raise
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
             record = RunRecord(str(run_dir), _classify(exc), f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
                                config.run_id())
-            (run_dir / "error.txt").write_text(traceback.format_exc())
+            (run_dir / ERROR_FILE).write_text(traceback.format_exc())
             if console is not None:
                 print(f"{record.status}: {record.error}", file=console, flush=True)
-    record.write()
-    return record
+            return record
 
 
 def _classify(exc: BaseException) -> RunStatus:

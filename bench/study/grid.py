@@ -79,7 +79,7 @@ def cell_spec(config: MatrixConfig, cell: dict, phase: dict | None, init_from: s
             overrides["init_from"] = init_from
     try:
         spec = RunSpec(model=cell["model"], preset=cell["preset"], tokenizer=str(cell["tokenizer"]),
-                       dataset=cell["dataset"], seed=int(cell["seed"]), overrides=overrides,
+                       dataset=cell["dataset"], seed=cell["seed"], overrides=overrides,
                        data_dir=config.data_dir)
         return validate_spec(spec)
     except USER_ERRORS as exc:

@@ -19,10 +19,11 @@ from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.resolve import RunConfig, resolve
 from bench.engine.result import RunStatus
 from bench.engine.spec import RunSpec
-from bench.errors import USER_ERRORS, BenchError
+from bench.errors import BenchError
 from bench.study.config import MatrixConfig
 from bench.study.grid import cell_label, cell_spec, expand, run_folder_name
 from bench.study.run_status import current_status
+from tokenizers_study import TokenizerError
 
 
 @dataclass
@@ -65,7 +66,10 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
             spec = cell_spec(config, cell, phase, str(previous_dir) if previous_dir else None)
             key = (spec.dataset, spec.tokenizer)
             if key not in facts:
-                facts[key] = _facts_or_problem(spec, data_dir)
+                try:
+                    facts[key] = _facts_or_problem(spec, data_dir)
+                except TokenizerError as exc:
+                    raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
             run = _planned_run(config, cell, phase, spec, facts[key], results_dir, data_dir)
             chain.append(run)
             previous_dir = run.run_dir
@@ -74,10 +78,11 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
 
 
 def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
-    """The data's facts (training and encoding the tokenizer through the cache), or why there are none."""
+    """The data's facts (training and encoding the tokenizer through the cache), or why the data are not
+    there; a tokenization that cannot be trained on them is an error of the config."""
     try:
         return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
-    except USER_ERRORS as exc:
+    except BenchError as exc:
         return str(exc)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from bench.engine.result import RunResult, RunStatus
 from bench.engine.run import RESULT
 from bench.errors import BenchError
-from bench.fileio import write_text_atomic
+from bench.fileio import require_folder, write_text_atomic
 from bench.study import analysis, figures
 from bench.study.document import Document
 from bench.study.figures import tokenizer_order
@@ -108,7 +108,7 @@ def token_analyses(study: Study) -> tuple[dict, dict, dict]:
 
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     study = load_study(Path(results_dir))
-    out = Path(out_dir) if out_dir else Path("reports") / study.name
+    out = require_folder(out_dir or Path("reports") / study.name, "report folder")
     out.mkdir(parents=True, exist_ok=True)
     floors, profiles, unk = token_analyses(study)
     doc = Document(f"Tokenization study: {study.name}")

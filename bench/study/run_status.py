@@ -2,8 +2,9 @@
 
 ``status.json`` records the outcome of the last attempt (status, one-line error,
 run id); ``result.json`` is written only by a run that finished. A run is
-``done`` when its folder holds the finished result of this very run id, a
-recorded failure otherwise, ``partial`` with a checkpoint, and ``new`` without.
+``done`` when its folder holds the finished result of this very run id,
+``running`` while another process holds its lock, a recorded failure, ``partial``
+with a checkpoint, and ``new`` without.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.engine.lock import is_locked
 from bench.engine.result import RunStatus
 from bench.engine.run import finished_result
 from bench.engine.trainer import CHECKPOINT
@@ -47,6 +49,8 @@ class RunRecord:
 def current_status(run_dir: Path, run_id: str) -> RunStatus:
     if finished_result(run_dir, run_id) is not None:
         return RunStatus.DONE
+    if is_locked(run_dir):
+        return RunStatus.RUNNING
     record = RunRecord.read(run_dir)
     if record is not None and record.status.failed:
         return record.status

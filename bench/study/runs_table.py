@@ -20,7 +20,7 @@ import pandas as pd
 from bench.engine.result import RunResult, RunStatus
 from bench.engine.run import RESULT
 from bench.errors import BenchError
-from bench.fileio import write_text_atomic
+from bench.fileio import update_text
 from bench.study.config import MatrixConfig
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
@@ -57,7 +57,7 @@ def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, resul
     writer.writeheader()
     writer.writerows(rows)
     path = results_dir / RUNS_CSV
-    write_text_atomic(path, buffer.getvalue())
+    update_text(path, buffer.getvalue())
     return path
 
 
@@ -74,9 +74,26 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     path = results_dir / RUNS_CSV
     if not path.is_file():
         raise BenchError(f"{path} does not exist; run `bench run-matrix CONFIG` first (or give its results folder)")
+    _check_rows(path)
     rows = pd.read_csv(path, keep_default_na=False, na_values=[""])
     if rows.empty:
         raise BenchError(f"{path} has no runs")
     if FIRST_AFTER_AXES not in rows.columns:
         raise BenchError(f"{path} has no {FIRST_AFTER_AXES!r} column: it is not a runs table of bench run-matrix")
     return RunsTable(rows, list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)]))
+
+
+def _check_rows(path: Path) -> None:
+    """Refuse a runs.csv whose rows do not all have the header's fields (a torn or edited file)."""
+    rebuild = "run `bench run-matrix CONFIG` again to rewrite it from the run folders"
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise BenchError(f"{path} is not a readable CSV file ({exc}); {rebuild}") from None
+    if not rows:
+        raise BenchError(f"{path} is empty; {rebuild}")
+    for number, row in enumerate(rows[1:], 2):
+        if len(row) != len(rows[0]):
+            raise BenchError(f"{path} line {number} has {len(row)} fields where the header has {len(rows[0])}: "
+                             f"the file is torn; {rebuild}")
