@@ -58,6 +58,23 @@ def make_text():
 
 
 @pytest.fixture(scope="session")
+def make_toy_corpus():
+    """``make_toy_corpus(root) -> data folder``: a small user corpus "toy" (train 300 lines, valid and test 60)
+    written under ``root`` and added to ``root / "data"``."""
+    from bench.data.user import add_user_corpus
+
+    def make(root: Path) -> Path:
+        paths = {}
+        for i, split in enumerate(("train", "valid", "test")):
+            paths[split] = root / f"{split}.txt"
+            paths[split].write_text(synthetic_text(n_lines=300 if split == "train" else 60, seed=i))
+        add_user_corpus("toy", paths, root / "data")
+        return root / "data"
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def corpus_text() -> str:
     return synthetic_text()
 

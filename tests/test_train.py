@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from bench.data.corpora import SPLITS
-from bench.data.user import add_user_corpus
 from bench.engine import checkpoint
 from bench.engine.inference import evaluate_checkpoint, load_model, sample
 from bench.engine.result import RunResult, RunStatus
@@ -26,15 +24,8 @@ FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, 
 
 
 @pytest.fixture(scope="module")
-def data_dir(tmp_path_factory, make_text):
-    root = tmp_path_factory.mktemp("corpus")
-    paths = {}
-    for i, split in enumerate(SPLITS):
-        paths[split] = root / f"{split}.txt"
-        paths[split].write_text(make_text(n_lines=300 if split == "train" else 60, seed=i))
-    data = root / "data"
-    add_user_corpus("toy", paths, data)
-    return data
+def data_dir(tmp_path_factory, make_toy_corpus):
+    return make_toy_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 def spec(data_dir, out, model="sha-rnn", tokenizer="byte", without=(), **overrides):

@@ -10,8 +10,8 @@ from typing import List, Optional
 import typer
 
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, check_writable_file,
-                                   data_dir_option, metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
-                                   sizing_tokenizer_option, vocab_size_option)
+                                   data_dir_option, metrics_table, parse_pairs, print_comparability,
+                                   sizing_dataset_option, sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
 
 
@@ -31,6 +31,7 @@ def train_command(
     """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
     from dataclasses import asdict
 
+    from bench.engine.distributed import Ranks
     from bench.engine.run import RESULT, train
     from bench.engine.spec import RunSpec
 
@@ -38,6 +39,8 @@ def train_command(
                    overrides=parse_pairs(settings, "--set"), data_dir=str(data_dir) if data_dir else None,
                    out_dir=str(out) if out else None)
     result = train(spec, show_progress=not quiet)
+    if not Ranks.from_env().is_main:  # under torchrun, one process reports
+        return
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return

@@ -23,14 +23,28 @@ def run_matrix_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    launcher: str = typer.Option("local", "--launcher", help="local: processes of this machine (--jobs); slurm: "
+                                 "a Slurm job array through submitit; submitit-local: the same jobs run here."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
+    gpus_per_run: int = typer.Option(1, "--gpus-per-run", help="GPUs of each job (more than 1: one run on that "
+                                     "many processes, DistributedDataParallel)."),
+    time_limit: int = typer.Option(240, "--time-limit", help="Minutes per job; a job whose time is up "
+                                   "checkpoints and is requeued."),
+    max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="Jobs of the array running at once."),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the cluster jobs and write runs.csv when they end "
+                              "(otherwise run the same command later to collect them)."),
 ) -> None:
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
     from bench.engine.result import RunStatus
     from bench.study.execute import run_matrix
+    from bench.study.launch import ClusterSettings
     from bench.tables import text_table
 
-    outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet)
+    cluster = None if launcher == "local" else ClusterSettings(launcher, partition, gpus_per_run, time_limit,
+                                                               max_parallel, wait)
+    outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet,
+                         cluster=cluster)
     if dry_run:
         rows = [run.row() for chain in outcome.chains for run in chain]
         axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []

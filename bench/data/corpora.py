@@ -246,9 +246,13 @@ _register(
 )
 
 
+class UnknownCorpus(BenchError):
+    """A corpus name that is neither registered nor added by the user."""
+
+
 def get_corpus(name: str) -> CorpusSpec:
     try:
         return REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(REGISTRY))
-        raise BenchError(f"unknown corpus {name!r}; known corpora: {known}") from None
+        raise UnknownCorpus(f"unknown corpus {name!r}; known corpora: {known}") from None

@@ -70,9 +70,12 @@ class _Fetcher:
         self._members: dict[str, Obtained] = {}
 
     def accept(self, check: CheckResult) -> None:
-        """Refuse a file that failed its check unless unverified data is allowed."""
+        """Refuse a file that failed its check unless unverified data is allowed; an empty one always."""
         if check.ok:
             return
+        if check.size == 0:
+            raise BenchError(f"{check.problem.split(' is not the official file')[0]} is empty; a corpus split "
+                             f"must hold text")
         if not self.allow_unverified:
             raise BenchError(f"{check.problem}. Refused; pass --allow-unverified to accept it "
                              f"(everything computed from it is then labelled verified: false)")

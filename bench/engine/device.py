@@ -9,8 +9,12 @@ import torch
 from bench.errors import BenchError
 
 
-def pick_device(name: str = "auto") -> torch.device:
-    """``auto``: CUDA when present, else MPS, else CPU."""
+def pick_device(name: str = "auto", local_rank: int | None = None) -> torch.device:
+    """``auto``: CUDA when present, else MPS, else CPU. With ``local_rank`` (one of several processes on a
+    machine), CUDA means that process's own GPU."""
+    if local_rank is not None and torch.cuda.is_available() and name in ("auto", "cuda"):
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")

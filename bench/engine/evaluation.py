@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.engine.device import autocast
+from bench.engine.distributed import Ranks
 from bench.engine.layout import PreparedCorpus
 from bench.engine.result import SplitMetrics
 from bench.models.common import LanguageModel
@@ -74,15 +75,17 @@ def stream_bounds(n: int, streams: int) -> list[tuple[int, int]]:
 @torch.no_grad()
 def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: EvalLayout,
                  device: torch.device, amp_dtype: torch.dtype | None = None,
-                 keep_token_nll: bool = False, max_tokens: int | None = None) -> EvalResult:
-    """Total NLL of ``ids`` (the first ``max_tokens`` of them if given) under ``model``."""
+                 keep_token_nll: bool = False, max_tokens: int | None = None, ranks: Ranks = Ranks()) -> EvalResult:
+    """Total NLL of ``ids`` (the first ``max_tokens`` of them if given) under ``model``. Several processes
+    (``ranks``) score a block of the streams each and sum; every process gets the whole result."""
     ids = np.asarray(ids[:max_tokens] if max_tokens else ids, dtype=np.int64)
     n = len(ids)
     start_time = time.perf_counter()
     was_training = model.training
     model.eval()
-    bounds = stream_bounds(n, layout.streams)
-    longest = max(b - a for a, b in bounds) if n else 0
+    every_stream = stream_bounds(n, layout.streams)
+    bounds = every_stream[ranks.share(len(every_stream))]
+    longest = max((b - a for a, b in bounds), default=0)
     inputs = np.full((len(bounds), longest), bos_id, dtype=np.int64)
     targets = np.full((len(bounds), longest), -100, dtype=np.int64)  # -100: padding, not scored
     for row, (a, b) in enumerate(bounds):
@@ -107,23 +110,24 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
             token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
     per_token = None
     if token_nll is not None:
-        per_token = np.concatenate([token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]) if n else \
-            np.zeros(0, dtype=np.float32)
+        mine = [token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]
+        per_token = np.concatenate(sum(ranks.gather_objects(mine), []) or [np.zeros(0, dtype=np.float32)])
     model.train(was_training)
+    total = ranks.sum(total)
     return EvalResult(float(total.item()), n, time.perf_counter() - start_time, layout, per_token)
 
 
 def evaluate_splits(model: LanguageModel, corpus: PreparedCorpus, layout: EvalLayout, device: torch.device,
-                    amp: torch.dtype | None, splits: tuple[str, ...], dump_dir: Path | None = None
-                    ) -> dict[str, SplitMetrics]:
+                    amp: torch.dtype | None, splits: tuple[str, ...], dump_dir: Path | None = None,
+                    ranks: Ranks = Ranks()) -> dict[str, SplitMetrics]:
     """Every normalized metric of each split, from the total NLL over the whole split; with ``dump_dir``,
-    each token's NLL is saved as ``token_nll.<split>.npy`` there."""
+    each token's NLL is saved as ``token_nll.<split>.npy`` there (by the main process)."""
     out = {}
     for split in splits:
         result = evaluate_ids(model, corpus.encoded.ids[split], corpus.tokenizer.bos_id, layout, device, amp,
-                              keep_token_nll=dump_dir is not None)
+                              keep_token_nll=dump_dir is not None, ranks=ranks)
         out[split] = SplitMetrics.score(result.total_nll_nats, result.n_tokens, corpus.counts[split],
                                         result.seconds, corpus.lossless[split])
-        if dump_dir is not None:
+        if dump_dir is not None and ranks.is_main:
             np.save(dump_dir / f"token_nll.{split}.npy", result.token_nll)
     return out

@@ -16,6 +16,7 @@ from bench.engine.device import autocast, autocast_dtype, configure, describe, f
 from bench.engine.evaluation import evaluate_ids, run_layout
 from bench.engine.result import CheckpointEvaluation, SplitMetrics, SplitProvenance
 from bench.engine.spec import RunSpec, TrainConfig
+from bench.errors import BenchError
 from bench.models import build_model, make_config
 from bench.models.common import LanguageModel
 from bench.provenance import comparability
@@ -42,7 +43,11 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
     spec = RunSpec.from_json(resolved["spec"])
     train = TrainConfig(**resolved["train"])
     model = build_model(spec.model, make_config(spec.model, resolved["model"]))
-    model.load_state_dict(payload["model"])
+    try:
+        model.load_state_dict(payload["model"])
+    except RuntimeError as exc:  # missing, unexpected or mis-shaped tensors
+        raise BenchError(f"the weights in {path} do not fit this model ({str(exc).splitlines()[0]} ...); the "
+                         f"checkpoint is damaged or was edited") from None
     dev = pick_device(device if device != "auto" else train.device)
     configure(dev)
     model.to(dev).eval()

@@ -23,6 +23,7 @@ from bench.data.facts import load_data_facts
 from bench.data.paths import resolve_data_dir
 from bench.engine import checkpoint
 from bench.engine.device import describe
+from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
 from bench.engine.layout import prepare_corpus
 from bench.engine.resolve import RunConfig, resolve
@@ -68,15 +69,18 @@ def plan_run(spec: RunSpec) -> RunConfig:
 
 
 def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
-    """Train (or resume, or return the finished result of) the run a spec describes. A run that fails
-    before its first checkpoint leaves no folder behind."""
-    config = plan_run(spec)
+    """Train (or resume, or return the finished result of) the run a spec describes, in this process or, under
+    ``torchrun``, in all of them. A run that fails before its first checkpoint leaves no folder behind."""
+    ranks = Ranks.from_env()
+    ranks.start()
+    with ranks.main_first():  # the main process trains tokenizers and fills caches, the others read them
+        config = plan_run(spec)
     out = Path(config.spec.out_dir)
     created = not out.exists()
     try:
         return execute(config, show_progress=show_progress)
     except BaseException:
-        if created and out.is_dir() and not (out / CHECKPOINT).exists():
+        if ranks.is_main and created and out.is_dir() and not (out / CHECKPOINT).exists():
             shutil.rmtree(out, ignore_errors=True)
         raise
 
@@ -88,6 +92,7 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
     Nothing is written into a folder that holds another run, and one process at a time trains a run: the
     run's lock is taken here unless the caller holds it (``locked``)."""
     wall_start = time.perf_counter()
+    Ranks.from_env().start()
     spec, out = config.spec, Path(config.spec.out_dir)
     corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=config.data)
     previous = finished_result(out, config.run_id())
@@ -96,26 +101,38 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
     check_run_folder(out, config.run_id())
     initial = initial_weights(config)
     trainer = Trainer(config, corpus, out, console, show_progress)
-    with nullcontext() if locked else RunLock(out):
-        remove_temporary_files(out)
-        if trainer.resume():
-            print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
-        else:
+    main = trainer.ranks.is_main
+    with nullcontext() if locked or not main else RunLock(out):
+        if main:
+            remove_temporary_files(out)
+        if not trainer.resume():
             trainer.start_fresh(initial)
-        write_json_atomic(out / SPEC, config.to_json())
-        write_bytes_atomic(out / "tokenizer.json", trainer.tokenizer.to_bytes())
+        elif main:
+            print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
+        if main:
+            write_json_atomic(out / SPEC, config.to_json())
+            write_bytes_atomic(out / "tokenizer.json", trainer.tokenizer.to_bytes())
         trainer.run()
-        evaluated = "final"
-        if (out / BEST).is_file():
-            trainer.load_weights(checkpoint.load(out / BEST)["model"], out / BEST)
-            evaluated = f"best (step {trainer.progress.best_step})"
-        layout = trainer.eval_layout()
-        metrics = evaluate_splits(trainer.model, corpus, layout, trainer.device, trainer.amp,
-                                  config.train.final_splits, out if config.train.dump_token_losses else None)
-        trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
-        result = build_result(trainer, metrics, layout, evaluated, trainer.wall_seconds(wall_start))
-        write_json_atomic(out / RESULT, result.to_json())
+        trainer.ranks.barrier()  # best.pt is written by the main process
+        result = _evaluate(trainer, wall_start)
+        if main:
+            write_json_atomic(out / RESULT, result.to_json())
     return result
+
+
+def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
+    """Score the best weights (the last ones without a validation) on the final splits."""
+    out, config = trainer.out, trainer.config
+    evaluated = "final"
+    if (out / BEST).is_file():
+        trainer.load_weights(checkpoint.load(out / BEST)["model"], out / BEST)
+        evaluated = f"best (step {trainer.progress.best_step})"
+    layout = trainer.eval_layout()
+    metrics = evaluate_splits(trainer.model, trainer.corpus, layout, trainer.device, trainer.amp,
+                              config.train.final_splits, out if config.train.dump_token_losses else None,
+                              trainer.ranks)
+    trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
+    return build_result(trainer, metrics, layout, evaluated, trainer.wall_seconds(wall_start))
 
 
 def check_run_folder(out: Path, run_id: str) -> None:

@@ -20,7 +20,7 @@ from bench.engine.device import autocast, autocast_dtype, configure, describe, p
 from bench.engine.optim import build_optimizer
 from bench.engine.resolve import RunConfig, resolve
 from bench.engine.spec import RunSpec, validate_spec
-from bench.engine.trainer import apply_gradients, build_training_model, forward_loss
+from bench.engine.step import apply_gradients, build_training_model, forward_loss
 from bench.models.common import LanguageModel, detach_state
 
 

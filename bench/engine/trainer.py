@@ -25,19 +25,19 @@ from typing import TextIO
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from bench.engine import checkpoint
 from bench.engine.budget import Usage, mean_step_tokens
-from bench.engine.device import autocast, autocast_dtype, configure, flatten_lstms, pick_device
+from bench.engine.device import autocast_dtype, configure, pick_device
+from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_ids, run_layout
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.resolve import RunConfig
+from bench.engine.step import TrainingStep, apply_gradients, build_training_model
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
-from bench.models import build_model
-from bench.models.common import LanguageModel, State, detach_state, state_to
+from bench.models.common import detach_state, select_state, state_to
 from tokenizers_study.text import text_counts
 
 CHECKPOINT = "checkpoint.pt"
@@ -62,38 +62,13 @@ class TrainingInterrupted(BenchError):
 
     exit_code = 130
 
+    def __init__(self, message: str, signal_name: str | None = None):
+        super().__init__(message)
+        self.signal_name = signal_name
+
 
 class TrainingDiverged(BenchError):
     """The training loss became NaN or infinite."""
-
-
-def build_training_model(config: RunConfig, device: torch.device) -> LanguageModel:
-    """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts the
-    model names compiled (``nn.Module.compile`` keeps the state_dict names)."""
-    model = build_model(config.spec.model, config.model).to(device)
-    flatten_lstms(model)
-    if config.train.compile:
-        model.compile_parts()
-    return model
-
-
-def forward_loss(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: State | None,
-                 device: torch.device, amp: torch.dtype | None) -> tuple[torch.Tensor, State]:
-    """Mean cross-entropy (nats per token) of predicting ``y`` from ``x``, and the state after ``x``."""
-    with autocast(device, amp):
-        hidden, new_state = model(x, state)
-        logits = model.logits(hidden)
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
-    return loss, new_state
-
-
-def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
-                    clip: float) -> None:
-    loss.backward()
-    if clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
 
 
 @dataclass
@@ -121,7 +96,8 @@ class SignalGuard:
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            # SIGUSR2: a cluster job's time is nearly up (Slurm's --signal, submitit)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -137,31 +113,46 @@ class SignalGuard:
 
 class Trainer:
     def __init__(self, config: RunConfig, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
-                 show_progress: bool = True):
+                 show_progress: bool = True, ranks: Ranks | None = None):
         self.config = config
         self.cfg = config.train
         self.budget = config.budget
         self.corpus = corpus
         self.out = out
         self.console = console or sys.stderr
-        self.show_progress = show_progress
+        self.ranks = ranks or Ranks.from_env()
+        self.show_progress = show_progress and self.ranks.is_main
         self.tokenizer = corpus.tokenizer
-        self.device = pick_device(self.cfg.device)
+        if self.cfg.batch_size % self.ranks.world:
+            raise BenchError(f"batch_size {self.cfg.batch_size} does not divide among {self.ranks.world} processes; "
+                             f"use a multiple of {self.ranks.world}")
+        self.device = pick_device(self.cfg.device, self.ranks.local_rank if self.ranks.distributed else None)
         configure(self.device)
         self.amp = autocast_dtype(self.device, self.cfg.precision)
         seed = config.spec.seed
         torch.manual_seed(seed)
         random.seed(seed)
-        self.jitter = np.random.default_rng(seed)
+        self.jitter = np.random.default_rng(seed)  # the same segment lengths in every process
         self.model = build_training_model(config, self.device)
+        self.step_module = self._step_module()
         self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
-        self.rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id, self.device)
+        rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id, self.device)
+        self.rows = rows[self.ranks.share(self.cfg.batch_size)]  # this process's streams
         self.progress = Progress()
         self.state = None
         self.log_file = out / LOG
         self._last_lr = 0.0
         self._attempt_start = time.perf_counter()
         self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
+
+    def _step_module(self) -> torch.nn.Module:
+        step = TrainingStep(self.model, self.device, self.amp)
+        if not self.ranks.distributed:
+            return step
+        from torch.nn.parallel import DistributedDataParallel
+
+        torch.manual_seed(self.config.spec.seed + (self.ranks.rank << 32))  # each process its own dropout masks
+        return DistributedDataParallel(step, device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
     # ---- budget and layout ------------------------------------------------------------------
 
@@ -178,7 +169,7 @@ class Trainer:
                      chars=p.tokens * self.chars_per_token, tokens=p.tokens, minutes=p.seconds / 60.0)
 
     def estimated_total_steps(self) -> int | None:
-        epoch = (self.rows.shape[1] - 1) * self.cfg.batch_size
+        epoch = (self.rows.shape[1] - 1) * self.cfg.batch_size  # every process's rows are equally long
         return self.budget.planned_steps(self.chars_per_token, epoch, mean_step_tokens(self.cfg))
 
     # ---- checkpoints ------------------------------------------------------------------------
@@ -199,14 +190,18 @@ class Trainer:
         return self._wall_before + time.perf_counter() - (self._attempt_start if since is None else since)
 
     def save_checkpoint(self) -> None:
+        """Every process takes part (the carried state and random states of all rows are gathered); the main
+        one writes."""
         self.progress.wall_seconds = self.wall_seconds()
+        carried = state_to(self.ranks.gather_rows(self.state), "cpu")
+        rng = self.ranks.gather_objects(checkpoint.rng_state(self.jitter))
+        if not self.ranks.is_main:
+            return
         payload = self.payload("training")
-        payload.update(
-            optimizer=self.optimizer.state_dict(),
-            progress=self.progress.to_json(),
-            rng=checkpoint.rng_state(self.jitter),
-            carried_state=state_to(self.state, "cpu"),
-        )
+        payload.update(optimizer=self.optimizer.state_dict(), progress=self.progress.to_json(), rng=rng[0],
+                       carried_state=carried)
+        if self.ranks.distributed:
+            payload["rng_by_rank"] = rng
         checkpoint.save(self.out / CHECKPOINT, payload)
 
     def resume(self) -> bool:
@@ -217,12 +212,16 @@ class Trainer:
         if payload.get("run_id") != self.config.run_id():
             raise BenchError(f"{self.out} holds a checkpoint of a different run; choose another --out folder "
                              f"or delete {path}")
+        rng_by_rank = payload.get("rng_by_rank", [payload.get("rng")])
+        if len(rng_by_rank) != self.ranks.world:
+            raise BenchError(f"{path} was written by {len(rng_by_rank)} process(es); resume it with as many")
         try:
             self.load_weights(payload["model"], path)
             self.optimizer.load_state_dict(payload["optimizer"])
             self.progress = Progress(**payload["progress"])
-            checkpoint.restore_rng(payload["rng"], self.jitter)
-            self.state = state_to(payload["carried_state"], self.device)
+            checkpoint.restore_rng(rng_by_rank[self.ranks.rank], self.jitter)
+            carried = select_state(payload["carried_state"], self.ranks.share(self.cfg.batch_size))
+            self.state = state_to(carried, self.device)
         except (KeyError, TypeError, ValueError) as exc:
             raise BenchError(f"{path} is not a complete checkpoint of this run ({type(exc).__name__}: {exc}); "
                              f"delete it to train the run from the start") from None
@@ -247,11 +246,13 @@ class Trainer:
     def _keep_log_until(self, step: int) -> None:
         """Drop log lines after ``step`` (they will be written again) and a torn last line, so that the log of an
         interrupted run equals that of an uninterrupted one."""
-        if self.log_file.exists():
+        if self.ranks.is_main and self.log_file.exists():
             kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step]
             self.log_file.write_text("".join(line + "\n" for line in kept))
 
     def log(self, record: dict) -> None:
+        if not self.ranks.is_main:
+            return
         with open(self.log_file, "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -273,8 +274,8 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         state = self.state if self.model.carries_state_in_training else None
-        loss, new_state = forward_loss(self.model, x, y, state, self.device, self.amp)
-        loss_value = loss.item()
+        loss, new_state = self.step_module(x, y, state)
+        loss_value = self._mean_over_processes(loss)
         if not math.isfinite(loss_value):
             raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
                                    f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
@@ -282,16 +283,29 @@ class Trainer:
         self.state = detach_state(new_state) if self.model.carries_state_in_training else None
         p.pos += seq_len
         p.step += 1
-        p.tokens += x.numel()
+        p.tokens += x.numel() * self.ranks.world
         self._last_lr = lr
         return loss_value
+
+    def _mean_over_processes(self, loss: torch.Tensor) -> float:
+        """The loss of the whole batch: every process's rows hold as many tokens, so the mean of their means."""
+        if not self.ranks.distributed:
+            return loss.item()
+        return (self.ranks.sum(loss.detach().clone()) / self.ranks.world).item()
+
+    def _stop_requested(self, signal_name: str | None) -> str | None:
+        """A signal to any process stops every process at the same step."""
+        if not self.ranks.distributed:
+            return signal_name
+        stops = self.ranks.sum(torch.tensor([0.0 if signal_name is None else 1.0], device=self.device)).item()
+        return (signal_name or "a signal to another process") if stops else None
 
     def validate(self) -> dict:
         """Validation on (a prefix of) the valid split, in bits per character and per byte."""
         ids = self.corpus.encoded.ids["valid"]
         limit = self.cfg.eval_max_tokens
         result = evaluate_ids(self.model, ids, self.tokenizer.bos_id, self.eval_layout(), self.device, self.amp,
-                              max_tokens=limit)
+                              max_tokens=limit, ranks=self.ranks)
         if limit is None or limit >= len(ids):
             counts = self.corpus.counts["valid"]
         elif self.corpus.lossless.get("valid"):
@@ -337,11 +351,12 @@ class Trainer:
                     self.save_checkpoint()
                 bar.update(1)
                 bar.set_postfix_str(f"{chars_per_s:,.0f} char/s  train {train_bpb:.3f} bpb  valid {valid_text}")
-                if guard.stop:
+                stop = self._stop_requested(guard.stop)
+                if stop:
                     self.save_checkpoint()
                     bar.close()
-                    raise TrainingInterrupted(f"{guard.stop} at step {p.step}: checkpoint saved in {self.out}; "
-                                              f"run the same command again to resume")
+                    raise TrainingInterrupted(f"{stop} at step {p.step}: checkpoint saved in {self.out}; "
+                                              f"run the same command again to resume", signal_name=stop)
         bar.close()
         if cfg.eval_every == 0 or p.step % cfg.eval_every != 0:
             self._validate_and_keep_best()
@@ -371,5 +386,6 @@ class Trainer:
         self.log({"step": p.step, "train_chars": p.tokens * self.chars_per_token, **metrics})
         if p.best_valid_bpc is None or bpc < p.best_valid_bpc:
             p.best_valid_bpc, p.best_step = bpc, p.step
-            checkpoint.save(self.out / BEST, {**self.payload("model"), "step": p.step, "valid": metrics})
+            if self.ranks.is_main:
+                checkpoint.save(self.out / BEST, {**self.payload("model"), "step": p.step, "valid": metrics})
         return f"{bpc:.3f} bpc"

@@ -12,23 +12,31 @@ every chain.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.engine.distributed import Ranks
 from bench.engine.result import RunStatus
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.study.config import MatrixConfig, load_config, register_corpora
+from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.run_status import RunRecord
 from bench.study.runs_table import write_runs_table
 
 TRAIN_LOG = "train.log"
 ERROR_FILE = "error.txt"
+ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
+_ORPHANED = threading.Event()  # set in a worker whose matrix process died
+_RUNNING = threading.Event()  # set in a worker while it executes a run
 
 
 @dataclass
@@ -49,11 +57,14 @@ class WorkerSettings:
 
 def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, jobs: int = 1,
                dry_run: bool = False, retry_failed: bool = False, data_dir: str | Path | None = None,
-               show_progress: bool = True) -> MatrixOutcome:
+               show_progress: bool = True, cluster: ClusterSettings | None = None) -> MatrixOutcome:
+    """Plan a matrix and run what is not done: here (``jobs`` processes) or as cluster jobs (``cluster``)."""
     from bench.data.paths import resolve_data_dir
 
     if jobs < 1:
         raise BenchError("--jobs must be at least 1")
+    if cluster is not None:
+        cluster.check()
     config = load_config(config_path)
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
     data = resolve_data_dir(data_dir or config.data_dir)
@@ -68,9 +79,11 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
         pending = [r for r in chain if _should_run(r, retry_failed)]
         if pending and all(r.config is not None for r in chain):  # a chain with no data cannot run
             todo.append(pending)
-    print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run "
-          f"({'in-process' if jobs == 1 else f'{jobs} at a time'})", file=sys.stderr)
-    for k, (pending, records) in enumerate(_finished_chains(todo, jobs, show_progress), 1):
+    where = (f"as {cluster.launcher} jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
+    print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
+          file=sys.stderr)
+    finished = (_cluster_chains(todo, outcome, cluster) if cluster else _finished_chains(todo, jobs, show_progress))
+    for k, (pending, records) in enumerate(finished, 1):
         for run, record in zip(pending, records):
             run.status = record.status
             error = f": {record.error}" if record.error else ""
@@ -108,7 +121,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
     threads = max(1, (os.cpu_count() or 1) // jobs) if n_gpus == 0 else None
     settings = WorkerSettings(log_to_file=True, show_progress=False, threads=threads)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                             initargs=(gpu_queue,)) as pool:
+                             initargs=(gpu_queue, os.getpid())) as pool:
         futures = {pool.submit(run_chain, [r.config.to_json() for r in pending], settings): pending
                    for pending in todo}
         for future in as_completed(futures):
@@ -120,6 +133,17 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
             yield pending, records
 
 
+def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluster: ClusterSettings
+                    ) -> Iterator[tuple[list[PlannedRun], list[RunRecord]]]:
+    from bench.study.launch import submit, wait_for
+
+    jobs = submit(todo, outcome.results_dir, outcome.config.name, cluster)
+    print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}; their logs are in "
+          f"{outcome.results_dir / '.submitit'}", file=sys.stderr)
+    if cluster.wait or cluster.launcher == "submitit-local":
+        yield from wait_for(jobs, todo)
+
+
 def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
     """Execute runs one after another (a cell's phases); stop at the first that does not finish."""
     if settings.threads:
@@ -128,7 +152,13 @@ def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
         torch.set_num_threads(settings.threads)
     records = []
     for config_json in configs:
-        record = run_recorded(config_json, settings)
+        if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
+            os._exit(1)
+        _RUNNING.set()
+        try:
+            record = run_recorded(config_json, settings)
+        finally:
+            _RUNNING.clear()
         records.append(record)
         if record.status is not RunStatus.DONE:
             break  # a later phase needs this one's weights
@@ -143,6 +173,8 @@ def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
 
     config = RunConfig.from_json(config_json)
     run_dir = Path(config.spec.out_dir)
+    if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
+        return _attempt(config, run_dir, settings, main=False)
     try:
         with RunLock(run_dir):
             record = _attempt(config, run_dir, settings)
@@ -152,24 +184,28 @@ def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
     return record
 
 
-def _attempt(config, run_dir: Path, settings: WorkerSettings) -> RunRecord:
+def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> RunRecord:
     from bench.engine.run import execute
     from bench.engine.trainer import TrainingInterrupted
 
-    (run_dir / ERROR_FILE).unlink(missing_ok=True)  # from an earlier attempt
-    log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file else nullcontext(None)
+    if main:
+        (run_dir / ERROR_FILE).unlink(missing_ok=True)  # from an earlier attempt
+    log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file and main else nullcontext(None)
     with log as console:
         if console is not None:
             print(f"== {run_dir.name}", file=console, flush=True)
         try:
             result = execute(config, console=console, show_progress=settings.show_progress, locked=True)
             return RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
-        except (TrainingInterrupted, KeyboardInterrupt):
+        except (TrainingInterrupted, KeyboardInterrupt) as exc:
+            if console is not None:
+                print(f"interrupted: {exc}", file=console, flush=True)
             raise
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
             record = RunRecord(str(run_dir), _classify(exc), f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
                                config.run_id())
-            (run_dir / ERROR_FILE).write_text(traceback.format_exc())
+            if main:
+                (run_dir / ERROR_FILE).write_text(traceback.format_exc())
             if console is not None:
                 print(f"{record.status}: {record.error}", file=console, flush=True)
             return record
@@ -185,9 +221,23 @@ def _classify(exc: BaseException) -> RunStatus:
     return RunStatus.FAILED
 
 
-def _init_worker(gpu_queue) -> None:
+def _init_worker(gpu_queue, parent: int) -> None:
     if gpu_queue is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
+    threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _stop_when_orphaned(parent: int) -> None:
+    """A worker whose matrix process died would finish its queue and then hang: stop it as on SIGTERM (a run
+    in progress checkpoints at its next step), and exit after a grace period whatever it is doing."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    _ORPHANED.set()
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + ORPHAN_GRACE_SECONDS
+    while _RUNNING.is_set() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os._exit(1)
 
 
 def _cuda_device_count() -> int:

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.data.corpora import REGISTRY, UnknownCorpus, get_corpus
 from bench.data.facts import DataFacts, load_data_facts
+from bench.data.manifest import is_user_corpus
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.resolve import RunConfig, resolve
 from bench.engine.result import RunStatus
@@ -68,7 +70,7 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
             if key not in facts:
                 try:
                     facts[key] = _facts_or_problem(spec, data_dir)
-                except TokenizerError as exc:
+                except (TokenizerError, UnknownCorpus) as exc:
                     raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
             run = _planned_run(config, cell, phase, spec, facts[key], results_dir, data_dir)
             chain.append(run)
@@ -79,7 +81,9 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
 
 def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
     """The data's facts (training and encoding the tokenizer through the cache), or why the data are not
-    there; a tokenization that cannot be trained on them is an error of the config."""
+    there; an unknown corpus, or a tokenization that cannot be trained on it, is an error of the config."""
+    if spec.dataset not in REGISTRY and not is_user_corpus(data_dir, spec.dataset):
+        get_corpus(spec.dataset)  # the unknown-corpus message
     try:
         return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
     except BenchError as exc:

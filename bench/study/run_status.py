@@ -17,6 +17,7 @@ from bench.engine.lock import is_locked
 from bench.engine.result import RunStatus
 from bench.engine.run import finished_result
 from bench.engine.trainer import CHECKPOINT
+from bench.errors import BenchError
 from bench.fileio import write_json_atomic
 
 STATUS_FILE = "status.json"
@@ -38,12 +39,19 @@ class RunRecord:
         write_json_atomic(Path(self.run_dir) / STATUS_FILE, self.to_json())
 
     @classmethod
+    def from_json(cls, data: dict) -> "RunRecord":
+        return cls(data["run_dir"], RunStatus.parse(data["status"]), data.get("error", ""), data.get("run_id", ""))
+
+    @classmethod
     def read(cls, run_dir: Path) -> "RunRecord | None":
         path = run_dir / STATUS_FILE
         if not path.is_file():
             return None
-        data = json.loads(path.read_text())
-        return cls(str(run_dir), RunStatus.parse(data["status"]), data.get("error", ""), data.get("run_id", ""))
+        try:
+            return cls.from_json({**json.loads(path.read_text()), "run_dir": str(run_dir)})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BenchError(f"{path} is not a readable status ({type(exc).__name__}: {exc}); delete it (the run "
+                             f"is then planned from its checkpoint or from the start)") from None
 
 
 def current_status(run_dir: Path, run_id: str) -> RunStatus:

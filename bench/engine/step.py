@@ -1,0 +1,59 @@
+"""One training step, shared by the trainer and ``bench speed``: the model on its device, the loss, the update.
+
+:class:`TrainingStep` holds the forward pass and the loss in one module, so that
+DistributedDataParallel sees every use of the (tied) weights when a run spans
+several processes.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from bench.engine.device import autocast, flatten_lstms
+from bench.engine.resolve import RunConfig
+from bench.models import build_model
+from bench.models.common import LanguageModel, State
+
+
+def build_training_model(config: RunConfig, device: torch.device) -> LanguageModel:
+    """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts the
+    model names compiled (``nn.Module.compile`` keeps the state_dict names)."""
+    model = build_model(config.spec.model, config.model).to(device)
+    flatten_lstms(model)
+    if config.train.compile:
+        model.compile_parts()
+    return model
+
+
+def forward_loss(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: State | None,
+                 device: torch.device, amp: torch.dtype | None) -> tuple[torch.Tensor, State]:
+    """Mean cross-entropy (nats per token) of predicting ``y`` from ``x``, and the state after ``x``."""
+    with autocast(device, amp):
+        hidden, new_state = model(x, state)
+        logits = model.logits(hidden)
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+    return loss, new_state
+
+
+def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+                    clip: float) -> None:
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+class TrainingStep(nn.Module):
+    """``forward(x, y, state) -> (mean loss, new state)`` of a model, as one module."""
+
+    def __init__(self, model: LanguageModel, device: torch.device, amp: torch.dtype | None):
+        super().__init__()
+        self.model = model
+        self.device = device
+        self.amp = amp
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, state: State | None) -> tuple[torch.Tensor, State]:
+        return forward_loss(self.model, x, y, state, self.device, self.amp)

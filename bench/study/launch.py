@@ -1,0 +1,103 @@
+"""A matrix's runs as cluster jobs, through submitit: ``bench run-matrix CONFIG --launcher slurm``.
+
+Each chain of runs (a cell's phases) is one job of a Slurm job array; ``max_parallel``
+caps the jobs that run at once. A job receives the resolved run configurations and
+checks their run ids, as a local worker does, and takes each run's lock, so two
+submissions of one matrix never train a run twice. When a job's time is nearly up,
+Slurm signals it (SIGUSR2): the run checkpoints at its next step and the job is
+requeued, to resume from that checkpoint. A job of more than one GPU runs the run on
+that many processes (DistributedDataParallel), as ``torchrun`` would.
+
+``--launcher submitit-local`` runs the same jobs as processes of this machine
+(submitit's local executor): the way to try the path without a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import submitit
+
+from bench.engine.result import RunStatus
+from bench.errors import BenchError
+from bench.study.plan import PlannedRun
+from bench.study.run_status import RunRecord
+
+LAUNCHERS = ("local", "slurm", "submitit-local")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    launcher: str = "slurm"  # slurm, or submitit-local for a try on this machine
+    partition: str | None = None
+    gpus_per_run: int = 1
+    time_limit_min: float = 240
+    max_parallel: int | None = None  # jobs of the array running at once
+    wait: bool = False  # wait for the jobs (always with submitit-local)
+    signal_delay_s: int | None = None  # SIGUSR2 this long before the time limit (None: submitit's default)
+
+    def check(self) -> None:
+        if self.launcher not in LAUNCHERS:
+            raise BenchError(f"unknown launcher {self.launcher!r}; launchers: {', '.join(LAUNCHERS)}")
+        if self.gpus_per_run < 0:
+            raise BenchError(f"--gpus-per-run must be 0 (a CPU job) or more, not {self.gpus_per_run}")
+        if self.time_limit_min < 1:
+            raise BenchError(f"--time-limit must be at least 1 minute, not {self.time_limit_min}")
+        if self.max_parallel is not None and self.max_parallel < 1:
+            raise BenchError(f"--max-parallel must be at least 1, not {self.max_parallel}")
+        if self.launcher == "slurm" and shutil.which("sbatch") is None:
+            raise BenchError("--launcher slurm needs a Slurm cluster (sbatch is not on PATH); use --launcher local")
+
+
+class ChainJob(submitit.helpers.Checkpointable):
+    """One cell's runs as one job; ``checkpoint`` (called by submitit at timeout) requeues the same job, which
+    resumes each run from its own checkpoint."""
+
+    def __init__(self, configs: list[dict]):
+        self.configs = configs
+
+    def __call__(self) -> list[dict]:
+        from bench.engine.trainer import TrainingInterrupted
+        from bench.study.execute import WorkerSettings, run_chain
+
+        if submitit.JobEnvironment().num_tasks > 1:
+            submitit.helpers.TorchDistributedEnvironment().export()  # RANK, WORLD_SIZE, MASTER_ADDR, ...
+        try:
+            records = run_chain(self.configs, WorkerSettings(log_to_file=True, show_progress=False))
+        except TrainingInterrupted as exc:
+            if exc.signal_name == "SIGUSR2":  # time is nearly up: the checkpoint is saved, let submitit requeue
+                os.kill(os.getpid(), signal.SIGUSR2)
+                time.sleep(60)  # submitit's handler exits this process
+            raise
+        return [record.to_json() for record in records]
+
+
+def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings: ClusterSettings) -> list:
+    """Submit one job per chain; returns the submitit jobs."""
+    cluster = "local" if settings.launcher == "submitit-local" else "slurm"
+    executor = submitit.AutoExecutor(folder=results_dir / ".submitit" / "%j", cluster=cluster)
+    gpus = settings.gpus_per_run
+    executor.update_parameters(name=f"bench-{name}", timeout_min=settings.time_limit_min, gpus_per_node=gpus,
+                               tasks_per_node=max(gpus, 1), slurm_partition=settings.partition,
+                               slurm_array_parallelism=settings.max_parallel or len(todo))
+    if settings.signal_delay_s is not None:
+        executor.update_parameters(signal_delay_s=settings.signal_delay_s)
+    with executor.batch():
+        jobs = [executor.submit(ChainJob([run.config.to_json() for run in chain])) for chain in todo]
+    return jobs
+
+
+def wait_for(jobs: list, todo: list[list[PlannedRun]]):
+    """Yield each chain with its records as its job ends (a job that failed outright: one failed record)."""
+    for job, chain in zip(jobs, todo):
+        try:
+            records = [RunRecord.from_json(r) for r in job.result()]
+        except Exception as exc:  # the job itself failed: its log is in the .submitit folder
+            records = [RunRecord(str(chain[0].run_dir), RunStatus.FAILED,
+                                 f"job {job.job_id} failed: {str(exc).strip().splitlines()[-1][:300]}")]
+        yield chain, records

@@ -1,0 +1,325 @@
+"""A catalogue of bad inputs: each is refused with one line that names the problem, a non-zero exit, no
+traceback, and no file written or changed anywhere (data, caches, runs, results, reports)."""
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+import cli
+from bench.engine.run import train
+from bench.engine.spec import RunSpec
+
+FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 6, "eval_every": 3,
+        "checkpoint_every": 3, "eval_streams": 4, "eval_chunk": 32, "eval_max_tokens": 300}
+TRAIN = ["train", "--dataset", "toy", "--data-dir", "{data}", "--quiet", "--out", "{new}"]
+for _key, _value in FAST.items():
+    TRAIN += ["--set", f"{_key}={_value}"]
+TRANSFORMER = ["train", "--model", "transformer", "--dataset", "toy", "--data-dir", "{data}", "--quiet", "--out",
+               "{new}", "--set", "d_model=16", "--set", "nheads=2", "--set", "max_steps=4"]
+LSTM = ["train", "--model", "lstm", "--dataset", "toy", "--data-dir", "{data}", "--quiet", "--out", "{new}",
+        "--set", "max_steps=4"]
+
+MATRIX = """
+[matrix]
+name = "toy"
+[axes]
+model = ["lstm"]
+tokenizer = ["byte"]
+dataset = ["toy"]
+seed = [0]
+[budget]
+chars = 2_000
+[context]
+chars = 32
+[shared]
+preset = "tiny"
+batch_size = 4
+eval_every = 5
+eval_max_tokens = 300
+eval_streams = 4
+eval_chunk = 32
+emsize = 16
+nhid = 16
+"""
+
+CONFIGS = {
+    "seed-float": MATRIX.replace("seed = [0]", "seed = [1.5]"),
+    "seed-text": MATRIX.replace("seed = [0]", 'seed = ["a"]'),
+    "seed-empty": MATRIX.replace("seed = [0]", "seed = []"),
+    "seed-negative": MATRIX.replace("seed = [0]", "seed = [-2]"),
+    "axis-table": MATRIX.replace('model = ["lstm"]', "model = [{name = 'lstm'}]"),
+    "model-unknown": MATRIX.replace('model = ["lstm"]', 'model = ["gru"]'),
+    "models-unknown": MATRIX + "[models.gru]\nemsize = 8\n",
+    "models-not-table": MATRIX.replace("[shared]", "[models]\nlstm = 3\n[shared]"),
+    "tokenizers-bad": MATRIX + '[tokenizers."bpe"]\nlr = 0.1\n',
+    "budget-key": MATRIX.replace("chars = 2_000", "chars = 2_000\nhours = 3"),
+    "match-bad": MATRIX.replace("[axes]", "[axes]\nmatch = ['bytes']"),
+    "eval-chunk": MATRIX.replace('model = ["lstm"]', 'model = ["transformer"]').replace("emsize = 16\nnhid = 16", "")
+    + "[models.transformer]\neval_chunk = 999\n",
+    "both-contexts": MATRIX.replace("nhid = 16", "nhid = 16\nbptt = 20"),
+    "dropout": MATRIX.replace("nhid = 16", "nhid = 16\ndropout = 1.0"),
+    "lr-nan": MATRIX.replace("nhid = 16", "nhid = 16\nlr = nan"),
+    "no-budget": MATRIX.replace("chars = 2_000", "epochs_x = 1").replace("[budget]\nepochs_x = 1\n", ""),
+    "section": MATRIX + "[oops]\nx = 1\n",
+    "not-toml": "[axes\nmodel = ",
+    "vocab": MATRIX.replace('tokenizer = ["byte"]', 'tokenizer = ["bpe:10000000"]'),
+    "no-corpus": MATRIX.replace('dataset = ["toy"]', 'dataset = ["nope"]'),
+}
+
+CASES = [
+    # training settings, refused when the run is resolved
+    ("dropout above 1", TRAIN + ["--set", "dropout=1.5"], "dropout is a dropout rate"),
+    ("dropout negative", TRAIN + ["--set", "dropouth=-0.1"], "dropouth is a dropout rate"),
+    ("dropout of 1", TRAIN + ["--set", "dropouti=1"], "in [0, 1)"),
+    ("zero emsize", TRAIN + ["--set", "emsize=0"], "emsize must be positive"),
+    ("negative emsize", TRAIN + ["--set", "emsize=-5"], "emsize must be positive"),
+    ("zero layers", TRAIN + ["--set", "nlayers=0"], "nlayers must be positive"),
+    ("zero memory", TRAIN + ["--set", "max_memory=0"], "max_memory must be positive"),
+    ("zero heads", TRANSFORMER + ["--set", "nheads=0"], "nheads must be positive"),
+    ("zero d_model", TRANSFORMER + ["--set", "d_model=0"], "d_model must be positive"),
+    ("lstm weight drop 1", LSTM + ["--set", "wdrop=1"], "wdrop is a dropout rate"),
+    ("lstm init range 0", LSTM + ["--set", "init_range=0"], "init_range must be positive"),
+    ("NaN lr", TRAIN + ["--set", "lr=nan"], "lr must be a finite number"),
+    ("infinite lr", TRAIN + ["--set", "lr=inf"], "lr must be a finite number"),
+    ("negative lr", TRAIN + ["--set", "lr=-1"], "lr must be positive"),
+    ("negative clip", TRAIN + ["--set", "clip=-1"], "clip must not be negative"),
+    ("NaN clip", TRAIN + ["--set", "clip=nan"], "clip must be a finite number"),
+    ("NaN minutes", TRAIN + ["--set", "max_minutes=nan"], "max_minutes must be a finite number"),
+    ("negative minutes", TRAIN + ["--set", "max_minutes=-3"], "max_minutes must be positive"),
+    ("beta2 of 1", TRAIN + ["--set", "beta2=1.0"], "beta2 must be in [0, 1)"),
+    ("negative weight decay", TRAIN + ["--set", "weight_decay=-1"], "weight_decay must not be negative"),
+    ("zero eval streams", TRAIN + ["--set", "eval_streams=0"], "eval_streams must be at least 1"),
+    ("final splits", TRAIN + ["--set", "final_eval_splits=train"], "final_eval_splits must list valid"),
+    ("negative seed", TRAIN + ["--seed", "-1"], "seed must be an integer"),
+    ("unreachable vocabulary", TRAIN + ["--tokenizer", "bpe:10000000"], "supports only"),
+    ("too small vocabulary", TRAIN + ["--tokenizer", "bpe:12"], "at least 257"),
+    ("both contexts", TRAIN + ["--set", "context_chars=128"], "both bptt (tokens) and context_chars"),
+    ("stride beyond window", TRANSFORMER + ["--set", "eval_chunk=999"], "eval_chunk (999) is longer"),
+    ("batch beyond corpus", TRAIN + ["--set", "batch_size=100000"], "too short for batch_size 100000"),
+    ("no budget", TRAIN + ["--set", "max_steps=none"], "no training budget"),
+    ("unknown setting", TRAIN + ["--set", "bogus=1"], "unknown setting 'bogus'"),
+    ("not a number", TRAIN + ["--set", "max_steps=lots"], "bad value 'lots' for max_steps"),
+    ("not a choice", TRAIN + ["--set", "attention=everywhere"], "allowed: second-last, all, none"),
+    ("Boom width", TRAIN + ["--set", "nhid=100"], "multiple of emsize"),
+    ("unknown device", TRAIN + ["--set", "device=tpu"], "bad device 'tpu'"),
+    ("absent GPU", TRAIN + ["--set", "device=cuda"], "no CUDA GPU is available"),
+    ("set without value", TRAIN + ["--set", "lr"], "KEY=VALUE"),
+    ("unknown model", TRAIN + ["--model", "gru"], "unknown model 'gru'"),
+    ("unknown preset", TRAIN + ["--preset", "huge"], "unknown preset 'huge'"),
+    ("unknown scheme", TRAIN + ["--tokenizer", "words"], "unknown tokenization scheme"),
+    ("unknown corpus", TRAIN + ["--dataset", "nope"], "unknown corpus 'nope'"),
+    ("unfetched corpus", TRAIN + ["--dataset", "wikitext-103"], "bench data fetch wikitext-103"),
+    ("init from nowhere", TRAIN + ["--set", "init_from={sandbox}/nowhere"], "no checkpoint at"),
+    ("init from another model", TRAIN + ["--set", "init_from={lstm_run}"], "holds a lstm model"),
+    ("init from other sizes", TRAIN + ["--set", "init_from={run}", "--set", "emsize=32"], "do not fit this model"),
+    ("out is a file", TRAIN + ["--out", "{file}"], "is a file, not a folder"),
+    ("out of another run", TRAIN + ["--out", "{run}", "--set", "max_steps=5"], "holds another run"),
+    ("data folder is a file", TRAIN + ["--data-dir", "{file}"], "data folder"),
+    # using a trained model
+    ("negative chunk", ["eval", "{run}", "--chunk", "-1"], "--chunk must be at least 1"),
+    ("zero chunk", ["eval", "{run}", "--chunk", "0"], "--chunk must be at least 1"),
+    ("zero streams", ["eval", "{run}", "--streams", "0"], "--streams must be at least 1"),
+    ("negative streams", ["eval", "{run}", "--streams", "-3"], "--streams must be at least 1"),
+    ("unknown split", ["eval", "{run}", "--split", "dev"], "--split must be train, valid or test"),
+    ("dump into a missing folder", ["eval", "{run}", "--dump-token-losses", "{sandbox}/none/x.npy"],
+     "does not exist"),
+    ("dump onto a folder", ["eval", "{run}", "--dump-token-losses", "{sandbox}"], "is a folder"),
+    ("missing checkpoint", ["eval", "{sandbox}/missing"], "no checkpoint"),
+    ("garbage checkpoint", ["eval", "{garbage_pt}"], "not a readable checkpoint"),
+    ("truncated checkpoint", ["eval", "{truncated_pt}"], "not a readable checkpoint"),
+    ("checkpoint missing weights", ["eval", "{partial_pt}"], "do not fit this model"),
+    ("negative top-k", ["sample", "{run}", "--top-k", "-5"], "--top-k must be 0"),
+    ("NaN temperature", ["sample", "{run}", "--temperature", "nan"], "--temperature must be a positive"),
+    ("zero temperature", ["sample", "{run}", "--temperature", "0"], "--temperature must be a positive"),
+    ("no tokens", ["sample", "{run}", "--tokens", "0"], "--tokens must be at least 1"),
+    ("speed without steps", ["speed", "--steps", "0"], "--steps must be at least 1"),
+    ("context in characters without a corpus", ["models", "describe", "lstm", "--set", "context_chars=64"],
+     "give --tokenizer and --dataset"),
+    # corpora
+    ("empty corpus file", ["data", "add", "mine", "--train", "{empty}", "--valid", "{text}", "--test", "{text}",
+                           "--data-dir", "{data}"], "is empty"),
+    ("one bad corpus of two", ["data", "add", "--config", "{two_corpora}", "--data-dir", "{data}"],
+     "does not exist"),
+    ("folder as a corpus file", ["data", "add", "mine", "--train", "{sandbox}", "--valid", "{text}", "--test",
+                                 "{text}", "--data-dir", "{data}"], "it is a folder"),
+    ("registry name for a user corpus", ["data", "add", "wikitext-2", "--train", "{text}", "--valid", "{text}",
+                                         "--test", "{text}", "--data-dir", "{data}"], "is a registry corpus"),
+    ("no split to fetch", ["data", "fetch", "wikitext-2", "--splits", ",", "--data-dir", "{sandbox}/fetched"],
+     "no split to fetch"),
+    ("empty file fetched", ["data", "fetch", "wikitext-2", "--splits", "valid", "--file", "valid={empty}",
+                            "--allow-unverified", "--data-dir", "{sandbox}/fetched"], "is empty"),
+    ("verify a corpus not fetched", ["data", "verify", "wikitext-103", "--data-dir", "{data}"],
+     "nothing to verify"),
+    ("verify an unknown corpus", ["data", "verify", "nope", "--data-dir", "{data}"], "unknown corpus 'nope'"),
+    ("data folder is a file for a fetch", ["data", "fetch", "wikitext-2", "--data-dir", "{file}"],
+     "is a file, not a folder"),
+    ("empty scheme list", ["tokenize", "stats", "--dataset", "toy", "--schemes", ",", "--data-dir", "{data}"],
+     "--schemes is empty"),
+    ("unreachable vocabulary in stats", ["tokenize", "stats", "--dataset", "toy", "--schemes", "bpe:10000000",
+                                         "--data-dir", "{data}"], "supports only"),
+    # matrices
+    ("config is a folder", ["run-matrix", "{sandbox}"], "is a folder"),
+    ("config missing", ["run-matrix", "{sandbox}/missing.toml"], "does not exist"),
+    ("zero jobs", ["run-matrix", "{cfg:seed-float}", "--jobs", "0"], "--jobs must be at least 1"),
+    ("results folder is a file", ["run-matrix", "{matrix}", "--results", "{file}", "--data-dir", "{data}"],
+     "is a file, not a folder"),
+    ("unknown launcher", ["run-matrix", "{matrix}", "--launcher", "k8s", "--data-dir", "{data}"],
+     "unknown launcher"),
+    ("zero time limit", ["run-matrix", "{matrix}", "--launcher", "submitit-local", "--time-limit", "0",
+                         "--data-dir", "{data}"], "--time-limit must be at least 1"),
+    ("a corrupt status.json", ["run-matrix", "{corrupt_status_matrix}", "--dry-run", "--data-dir", "{data}",
+                               "--results", "{corrupt_status}"], "not a readable status"),
+] + [(f"matrix: {name}", ["run-matrix", f"{{cfg:{name}}}", "--dry-run", "--data-dir", "{data}"], fragment)
+     for name, fragment in [
+         ("seed-float", "each value must be an integer"), ("seed-text", "each value must be an integer"),
+         ("seed-empty", "seed is empty"), ("seed-negative", "seed must be an integer from 0"),
+         ("axis-table", "each value must be a string"), ("model-unknown", "unknown model 'gru'"),
+         ("models-unknown", "[models.gru]: unknown model"), ("models-not-table", "[models.lstm] must be a table"),
+         ("tokenizers-bad", "needs a vocabulary size"), ("budget-key", "unknown [budget] key(s) ['hours']"),
+         ("match-bad", "unknown match rule 'bytes'"), ("eval-chunk", "eval_chunk (999) is longer"),
+         ("both-contexts", "both bptt (tokens) and context_chars"), ("dropout", "dropout is a dropout rate"),
+         ("lr-nan", "lr must be a finite number"), ("no-budget", "match = chars needs [budget] chars"),
+         ("section", "unknown section(s) ['oops']"), ("not-toml", "is not valid TOML"),
+         ("vocab", "supports only"), ("no-corpus", "unknown corpus 'nope'")]] + [
+    # reports
+    ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
+    ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),
+    ("report of a corrupt result", ["report", "{corrupt_results}"], "is not a readable result"),
+    ("report into a file", ["report", "{results}", "--out", "{file}"], "is a file, not a folder"),
+]
+
+
+def call(argv: list[str]) -> tuple[int, str, str]:
+    """The CLI in this process: exit code, stdout, stderr (an escaping exception fails the test)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def files_under(root: Path) -> dict:
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def sandbox(tmp_path_factory, make_toy_corpus):
+    root = tmp_path_factory.mktemp("bad")
+    make_toy_corpus(root)
+    paths = {split: root / f"{split}.txt" for split in ("train", "valid", "test")}
+    places = {"sandbox": root, "data": root / "data", "new": root / "new-run", "text": paths["valid"],
+              "file": root / "a-file", "empty": root / "empty.txt", "run": root / "run", "lstm_run": root / "lstm",
+              "matrix": root / "matrix.toml", "results": root / "results"}
+    places["file"].write_text("not a folder\n")
+    places["empty"].write_text("")
+    for name, model in (("run", "sha-rnn"), ("lstm_run", "lstm")):
+        train(RunSpec(model=model, preset="tiny", tokenizer="byte", dataset="toy", overrides=FAST,
+                      data_dir=str(root / "data"), out_dir=str(places[name])), show_progress=False)
+    _broken_checkpoints(root, places)
+    _broken_results(root, places)
+    for name, text in CONFIGS.items():
+        places[f"cfg:{name}"] = root / "configs" / f"{name}.toml"
+        places[f"cfg:{name}"].parent.mkdir(exist_ok=True)
+        places[f"cfg:{name}"].write_text(text)
+    (root / "two.toml").write_text(f'[corpora.one]\ntrain = "{paths["train"]}"\nvalid = "{paths["valid"]}"\n'
+                                   f'test = "{paths["test"]}"\n[corpora.two]\ntrain = "missing.txt"\n'
+                                   f'valid = "{paths["valid"]}"\ntest = "{paths["test"]}"\n')
+    places["two_corpora"] = root / "two.toml"
+    return {k: str(v) for k, v in places.items()}
+
+
+def _broken_checkpoints(root: Path, places: dict) -> None:
+    best = torch.load(Path(places["run"]) / "best.pt", weights_only=True)
+    (root / "garbage.pt").write_bytes(b"this is not a checkpoint" * 10)
+    (root / "truncated.pt").write_bytes((Path(places["run"]) / "best.pt").read_bytes()[:5000])
+    best["model"] = {k: v for k, v in best["model"].items() if "boom" not in k}
+    torch.save(best, root / "partial.pt")
+    places.update(garbage_pt=root / "garbage.pt", truncated_pt=root / "truncated.pt", partial_pt=root / "partial.pt")
+
+
+def _broken_results(root: Path, places: dict) -> None:
+    from bench.study.execute import run_matrix
+
+    Path(places["matrix"]).write_text(MATRIX)
+    run_matrix(places["matrix"], places["results"], data_dir=places["data"], show_progress=False)
+    for name in ("torn", "corrupt", "corrupt_status"):
+        shutil.copytree(places["results"], root / name)
+    runs_csv = root / "torn" / "runs.csv"
+    runs_csv.write_text(runs_csv.read_text()[:-40] + "\n")
+    next((root / "corrupt").glob("*/result.json")).write_text('{"status": "done", "run_id"')
+    next((root / "corrupt_status").glob("*/")).joinpath("status.json").write_text("{garbage")
+    next((root / "corrupt_status").glob("*/result.json")).unlink()  # so that its status is read
+    (root / "corrupt_status" / "matrix.toml").rename(root / "corrupt_status.toml")
+    places.update(torn_results=root / "torn", corrupt_results=root / "corrupt", corrupt_status=root / "corrupt_status",
+                  corrupt_status_matrix=root / "corrupt_status.toml")
+
+
+def expand(arg: str, places: dict) -> str:
+    for key, value in places.items():
+        arg = arg.replace("{" + key + "}", value)
+    return arg
+
+
+@pytest.mark.parametrize("args,fragment", [(args, fragment) for _, args, fragment in CASES],
+                         ids=[name for name, _, _ in CASES])
+def test_bad_input_is_refused_in_one_line_and_writes_nothing(sandbox, args, fragment):
+    argv = [expand(a, sandbox) for a in args]
+    before = files_under(Path(sandbox["sandbox"]))
+    code, _, err = call(argv)
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("training ", "encoding "))]
+    assert code != 0 and code != 130, err
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], err
+    assert files_under(Path(sandbox["sandbox"])) == before
+
+
+def test_the_catalogue_is_large_enough():
+    assert len(CASES) >= 60
+
+
+# --------------------------------------------------------------------------- full and read-only file systems
+
+
+@contextlib.contextmanager
+def mounted(target: Path, *options: str):
+    """A mount for the test (root only); the test is skipped where mounting is not allowed."""
+    target.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", *options, str(target)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount here ({done.stderr.decode().strip()})")
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_run_behind(sandbox, tmp_path):
+    with mounted(tmp_path / "full", "-t", "tmpfs", "-o", "size=96k", "tmpfs") as full:
+        argv = [expand(a, sandbox) for a in TRAIN]
+        argv[argv.index("--out") + 1] = str(full / "run")
+        code, _, err = call(argv)
+        assert code == 1 and err.strip().startswith("error: ") and len(err.strip().splitlines()) == 1, err
+        assert "space" in err or "full" in err
+        assert not any(full.iterdir())
+
+
+def test_read_only_folders(sandbox, tmp_path):
+    """Writing into one is one line; a finished study and tokenize stats still work there (they rewrite nothing)."""
+    source = tmp_path / "copy"
+    shutil.copytree(sandbox["sandbox"], source, ignore=shutil.ignore_patterns("full"))
+    with mounted(tmp_path / "ro", "--bind", "-o", "ro", str(source)) as ro:
+        places = {**sandbox, **{k: v.replace(sandbox["sandbox"], str(ro)) for k, v in sandbox.items()}}
+        code, _, err = call([expand(a, places) for a in TRAIN])
+        assert code == 1 and "Read-only file system" in err and len(err.strip().splitlines()) == 1, err
+        code, _, err = call(["report", places["results"], "--out", str(ro / "report")])
+        assert code == 1 and "Read-only file system" in err, err
+        code, out, err = call(["run-matrix", places["matrix"], "--results", places["results"],
+                               "--data-dir", places["data"]])
+        assert code == 0 and "1 done" in out, err
+        code, out, err = call(["tokenize", "stats", "--dataset", "toy", "--schemes", "byte", "--data-dir",
+                               places["data"]])
+        assert code == 0 and "byte" in out, err

@@ -1,0 +1,197 @@
+"""No way to lose a result: runs never write into each other's folders, one process trains a run, workers die
+with their matrix, and an interrupted run leaves neither torn logs nor temporary files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.engine.run import train
+from bench.engine.spec import RunSpec
+from bench.engine.trainer import Trainer, TrainingInterrupted
+from bench.study.execute import run_matrix
+
+FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
+        "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 1, "eval_max_tokens": 500}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, make_toy_corpus):
+    return make_toy_corpus(tmp_path_factory.mktemp("safety"))
+
+
+def snapshot(folder):
+    return {p.relative_to(folder): (p.stat().st_mtime_ns, p.read_bytes()) for p in folder.rglob("*") if p.is_file()}
+
+
+def train_args(data_dir, *settings):
+    return ["train", "--dataset", "toy", "--data-dir", str(data_dir), "--quiet", "--set", "emsize=16",
+            "--set", "nhid=64", "--set", "batch_size=4", *[a for s in settings for a in ("--set", s)]]
+
+
+def test_a_different_run_never_writes_into_a_finished_runs_folder(data_dir, tmp_path, cli, one_line_error):
+    assert cli(*train_args(data_dir, "max_steps=4"), cwd=tmp_path).returncode == 0
+    assert cli(*train_args(data_dir, "max_steps=6"), cwd=tmp_path).returncode == 0
+    first, second = sorted((tmp_path / "runs").iterdir())  # default folders are named by the run id
+    before = snapshot(first)
+    one_line_error(cli(*train_args(data_dir, "max_steps=8"), "--out", str(first), cwd=tmp_path),
+                   "holds another run")
+    assert snapshot(first) == before
+    assert cli(*train_args(data_dir, "max_steps=4"), cwd=tmp_path).returncode == 0  # the same run: reused as is
+    assert snapshot(first) == before
+
+
+MATRIX = """
+[matrix]
+name = "toy"
+[axes]
+model = ["lstm"]
+tokenizer = ["byte", "char", "word-open:60"]
+dataset = ["toy"]
+[budget]
+chars = 40_000
+[context]
+chars = 32
+[shared]
+preset = "tiny"
+batch_size = 4
+eval_every = 10
+eval_max_tokens = 300
+eval_streams = 4
+eval_chunk = 32
+checkpoint_every = 10
+log_every = 1
+emsize = 16
+nhid = 16
+"""
+
+
+def matrix_process(repo, config, results, data_dir, *extra):
+    return subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config), "--results",
+                             str(results), "--data-dir", str(data_dir), "--quiet", *extra], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def steps_of(run_dir):
+    return [json.loads(line)["step"] for line in (run_dir / "log.jsonl").read_text().splitlines()
+            if "train_loss" in line]
+
+
+@pytest.mark.slow
+def test_two_matrix_processes_on_one_results_folder_train_each_run_once(data_dir, tmp_path, repo):
+    config = tmp_path / "toy.toml"
+    config.write_text(MATRIX)
+    run_matrix(config, tmp_path / "results", dry_run=True, data_dir=data_dir)  # tokenizers trained once
+    first = matrix_process(repo, config, tmp_path / "results", data_dir)
+    second = matrix_process(repo, config, tmp_path / "results", data_dir)
+    outputs = [p.communicate(timeout=600) for p in (first, second)]
+    assert any("running" in err for _, err in outputs) or all(p.returncode == 0 for p in (first, second))
+    run_dirs = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
+    assert len(run_dirs) == 3
+    for run_dir in run_dirs:
+        steps = steps_of(run_dir)
+        assert steps == list(range(1, len(steps) + 1)), run_dir.name  # each step logged once, in order
+    again = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    assert again.counts == {"done": 3}
+
+
+def live(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_a_killed_matrix_takes_its_workers_with_it(data_dir, tmp_path, repo):
+    config = tmp_path / "toy.toml"
+    config.write_text(MATRIX.replace("chars = 40_000", "chars = 400_000"))
+    run_matrix(config, tmp_path / "results", dry_run=True, data_dir=data_dir)
+    parent = matrix_process(repo, config, tmp_path / "results", data_dir, "--jobs", "2")
+    deadline = time.monotonic() + 300
+    while len(locks := list((tmp_path / "results").glob("*/run.lock"))) < 2 or not all(
+            (lock.parent / "checkpoint.pt").exists() for lock in locks):
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.2)
+    workers = [json.loads(lock.read_text())["pid"] for lock in locks]
+    parent.send_signal(signal.SIGKILL)
+    parent.communicate()
+    deadline = time.monotonic() + 120
+    while any(live(pid) for pid in workers):
+        assert time.monotonic() < deadline, "workers outlived their matrix"
+        time.sleep(0.2)
+    for lock in locks:  # each stopped at a step boundary with a checkpoint: the next pass resumes
+        log = (lock.parent / "train.log").read_text()
+        assert "SIGTERM" in log and "checkpoint saved" in log
+
+
+def _crash_at(step, leave_debris):
+    original = Trainer.train_step
+
+    def step_then_crash(self):
+        if self.progress.step == step:
+            if leave_debris:  # what a kill in the middle of writes leaves
+                with open(self.log_file, "a") as f:
+                    f.write('{"step": 99, "train_lo')
+                (self.out / ".checkpoint.pt.x1y2.tmp").write_bytes(b"\0" * 1000)
+            raise RuntimeError("killed")
+        return original(self)
+
+    return step_then_crash
+
+
+@pytest.mark.parametrize("crash_step", [2, 7])  # before the first checkpoint (step 4), and after it
+def test_an_interrupted_run_leaves_no_torn_log_and_no_temporary_files(data_dir, tmp_path, monkeypatch, crash_step):
+    def spec(out):
+        return RunSpec(model="sha-rnn", preset="tiny", tokenizer="byte", dataset="toy", seed=1, overrides=FAST,
+                       data_dir=str(data_dir), out_dir=str(out))
+
+    train(spec(tmp_path / "whole"), show_progress=False)
+    monkeypatch.setattr(Trainer, "train_step", _crash_at(crash_step, leave_debris=True))
+    with pytest.raises(RuntimeError, match="killed"):
+        train(spec(tmp_path / "cut"), show_progress=False)
+    monkeypatch.undo()
+    if crash_step < FAST["checkpoint_every"]:  # nothing to resume: the failed run left no folder
+        assert not (tmp_path / "cut").exists()
+        (tmp_path / "cut").mkdir()
+        (tmp_path / "cut" / "log.jsonl").write_text('{"step": 1, "train_loss": 9}\n{"step": 2, "tr')
+    train(spec(tmp_path / "cut"), show_progress=False)
+
+    def comparable(run):
+        timing = ("seconds", "chars_per_second")
+        lines = (tmp_path / run / "log.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k not in timing} for line in lines]
+
+    assert comparable("cut") == comparable("whole")
+    assert not list((tmp_path / "cut").glob(".*.tmp"))
+
+
+def test_a_retried_run_keeps_no_stale_error_and_counts_every_attempt(data_dir, tmp_path, monkeypatch):
+    config = tmp_path / "toy.toml"
+    config.write_text(MATRIX.replace('["byte", "char", "word-open:60"]', '["byte"]').replace("40_000", "3_000"))
+    original = Trainer.train_step
+
+    def slow_then_fail(self):
+        if self.progress.step == 11:
+            time.sleep(1.0)
+            self.save_checkpoint()
+            raise TrainingInterrupted("stopped for the test")
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "train_step", slow_then_fail)
+    with pytest.raises(TrainingInterrupted):
+        run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    monkeypatch.setattr(Trainer, "train_step", lambda self: (_ for _ in ()).throw(RuntimeError("broken")))
+    failed = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    run_dir = failed.chains[0][0].run_dir
+    assert failed.counts == {"failed": 1} and (run_dir / "error.txt").is_file()
+    monkeypatch.undo()
+    done = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False, retry_failed=True)
+    assert done.counts == {"done": 1} and not (run_dir / "error.txt").exists()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["provenance"]["wall_seconds"] > 1.0  # the first attempt's second is counted
