@@ -94,3 +94,27 @@ def test_text_conventions_are_part_of_every_fingerprint(monkeypatch, tmp_path):
     monkeypatch.setattr(inspect, "getsourcefile",
                         lambda obj: str(edited) if obj is cache.tokenizer_text else real_getsourcefile(obj))
     assert all(cache._trainer_fingerprint(family) != before[family] for family in FAMILIES)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "ids outside the vocabulary"])
+def test_a_damaged_encoded_split_is_encoded_again_not_trusted(user_corpus, damage):
+    expected = np.array(cache.encode_corpus("tiny", "word-open:30", user_corpus).ids["valid"])
+    path = next((user_corpus / "cache" / "encoded" / "tiny").glob("valid.*.npy"))
+    good = path.read_bytes()
+    path.unlink()  # a new file: the arrays mapped above keep the old one
+    if damage == "truncated":
+        path.write_bytes(good[: len(good) // 2])
+    elif damage == "garbage":
+        path.write_bytes(b"\x93NUMPY garbage" * 20)
+    else:
+        np.save(path, np.full(len(expected), 60000, dtype=np.uint16))
+    again = cache.encode_corpus("tiny", "word-open:30", user_corpus)
+    assert np.array_equal(again.ids["valid"], expected)
+    assert path.read_bytes() == good
+
+
+def test_a_damaged_cached_tokenizer_is_trained_again(user_corpus):
+    first = cache.encode_corpus("tiny", "bpe:300", user_corpus)
+    path = next((user_corpus / "cache" / "tokenizers" / "tiny").glob("bpe-300.*.json"))
+    path.write_text('{"format_version": 1, "scheme": "bpe:300", "sta')
+    assert cache.encode_corpus("tiny", "bpe:300", user_corpus).tokenizer.hash == first.tokenizer.hash

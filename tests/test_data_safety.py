@@ -71,9 +71,20 @@ nhid = 16
 
 
 def matrix_process(repo, config, results, data_dir, *extra):
-    return subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config), "--results",
-                             str(results), "--data-dir", str(data_dir), "--quiet", *extra], cwd=repo,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """``bench run-matrix`` in the background; its output goes to files (a worker outliving it would hold a pipe
+    open, and reading the pipe would wait for that worker)."""
+    output = open(config.parent / f"run-matrix.{len(list(config.parent.glob('run-matrix.*')))}.log", "w+")
+    process = subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config), "--results",
+                                str(results), "--data-dir", str(data_dir), "--quiet", *extra], cwd=repo,
+                               stdout=output, stderr=subprocess.STDOUT, text=True)
+    process.output = output
+    return process
+
+
+def finish(process, timeout=600) -> str:
+    process.wait(timeout=timeout)
+    process.output.seek(0)
+    return process.output.read()
 
 
 def steps_of(run_dir):
@@ -88,8 +99,8 @@ def test_two_matrix_processes_on_one_results_folder_train_each_run_once(data_dir
     run_matrix(config, tmp_path / "results", dry_run=True, data_dir=data_dir)  # tokenizers trained once
     first = matrix_process(repo, config, tmp_path / "results", data_dir)
     second = matrix_process(repo, config, tmp_path / "results", data_dir)
-    outputs = [p.communicate(timeout=600) for p in (first, second)]
-    assert any("running" in err for _, err in outputs) or all(p.returncode == 0 for p in (first, second))
+    outputs = [finish(p) for p in (first, second)]
+    assert any("running" in output for output in outputs) or all(p.returncode == 0 for p in (first, second))
     run_dirs = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
     assert len(run_dirs) == 3
     for run_dir in run_dirs:
@@ -120,7 +131,7 @@ def test_a_killed_matrix_takes_its_workers_with_it(data_dir, tmp_path, repo):
         time.sleep(0.2)
     workers = [json.loads(lock.read_text())["pid"] for lock in locks]
     parent.send_signal(signal.SIGKILL)
-    parent.communicate()
+    parent.wait()
     deadline = time.monotonic() + 120
     while any(live(pid) for pid in workers):
         assert time.monotonic() < deadline, "workers outlived their matrix"

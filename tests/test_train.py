@@ -6,6 +6,9 @@ import math
 import os
 import re
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -197,6 +200,28 @@ def test_context_and_budget_in_characters(data_dir, tmp_path):
     assert result.resolved["train"]["bptt"] == round(40 / chars_per_token)
     step_chars = 4 * result.resolved["train"]["bptt"] * chars_per_token
     assert 4000 <= result.training.chars < 4000 + step_chars + 1
+
+
+def test_a_finite_but_absurd_loss_is_divergence_not_a_result(data_dir, tmp_path):
+    """lr=1e30 keeps the loss finite (about 1e30 nats per token): far beyond the uniform model's log V."""
+    with pytest.raises(TrainingDiverged, match=r"beyond 2x the uniform model's"):
+        train(spec(data_dir, tmp_path / "run", model="lstm", lr=1e30), show_progress=False)
+    assert not (tmp_path / "run" / "result.json").exists()
+
+
+def test_ctrl_c_during_training_is_one_line_and_resumable(data_dir, tmp_path, repo):
+    command = [sys.executable, str(repo / "cli.py"), "train", "--dataset", "toy", "--data-dir", str(data_dir),
+               "--out", str(tmp_path / "run"), "--quiet", "--set", "max_steps=100000", "--set", "checkpoint_every=50",
+               "--set", "emsize=16", "--set", "nhid=64", "--set", "batch_size=4"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=repo)
+    while not (tmp_path / "run" / "checkpoint.pt").exists():
+        assert process.poll() is None
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode == 130 and len(lines) == 1, err
+    assert lines[0].startswith("error: SIGINT at step") and "run the same command again to resume" in lines[0]
 
 
 def test_divergence_is_reported(data_dir, tmp_path):
