@@ -27,6 +27,7 @@ ADVERSARIAL = [
     "emoji 😀 👍🏽 family 👨‍👩‍👧",
     "\n\n\nempty lines\n\n\n",
     "literal <unk> in text <unk>",
+    "special tokens as text: <bos> <oov> <sp-unk> <bos><bos>",
     "  leading and trailing  ",
     "no-break\u00a0space and ideographic\u3000space",
     "sentencepiece mark \u2581 literal",

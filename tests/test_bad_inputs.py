@@ -124,6 +124,8 @@ CASES = [
     # using a trained model
     ("negative chunk", ["eval", "{run}", "--chunk", "-1"], "--chunk must be at least 1"),
     ("zero chunk", ["eval", "{run}", "--chunk", "0"], "--chunk must be at least 1"),
+    ("chunk beyond the window", ["eval", "{transformer_run}", "--chunk", "65"], "longer than the Transformer's "
+                                                                                "window of 64"),
     ("zero streams", ["eval", "{run}", "--streams", "0"], "--streams must be at least 1"),
     ("negative streams", ["eval", "{run}", "--streams", "-3"], "--streams must be at least 1"),
     ("unknown split", ["eval", "{run}", "--split", "dev"], "--split must be train, valid or test"),
@@ -217,8 +219,10 @@ def sandbox(tmp_path_factory, make_toy_corpus):
               "matrix": root / "matrix.toml", "results": root / "results"}
     places["file"].write_text("not a folder\n")
     places["empty"].write_text("")
-    for name, model in (("run", "sha-rnn"), ("lstm_run", "lstm")):
-        train(RunSpec(model=model, preset="tiny", tokenizer="byte", dataset="toy", overrides=FAST,
+    places["transformer_run"] = root / "transformer"
+    for name, model in (("run", "sha-rnn"), ("lstm_run", "lstm"), ("transformer_run", "transformer")):
+        overrides = FAST if model != "transformer" else {"d_model": 16, "nheads": 2, "max_steps": 3, "bptt": 64}
+        train(RunSpec(model=model, preset="tiny", tokenizer="byte", dataset="toy", overrides=overrides,
                       data_dir=str(root / "data"), out_dir=str(places[name])), show_progress=False)
     _broken_checkpoints(root, places)
     _broken_results(root, places)

@@ -181,3 +181,14 @@ def test_byte_lengths_place_every_token_in_the_text(trained, corpus_text, scheme
     offsets = np.cumsum(lengths)
     for k in (1, 7, len(ids) // 3, len(ids) // 2, len(ids) - 1):
         assert offsets[k - 1] == len(text_bytes(tok.decode(ids[:k])))
+
+
+def test_unigram_entropy_and_renyi_efficiency_by_hand():
+    from tokenizers_study.stats import renyi_efficiency, unigram_entropy_bits
+
+    ids = np.array([0, 0, 1, 2])  # p = (1/2, 1/4, 1/4) over a vocabulary of 4
+    assert unigram_entropy_bits(ids, 4) == pytest.approx(1.5)
+    renyi = np.log2(0.5 ** 2.5 + 2 * 0.25 ** 2.5) / (1 - 2.5)
+    assert renyi_efficiency(ids, 4) == pytest.approx(renyi / 2)
+    assert renyi_efficiency(np.arange(8), 8) == pytest.approx(1.0)  # every token used equally
+    assert renyi_efficiency(np.zeros(10, dtype=int), 8) == pytest.approx(0.0)

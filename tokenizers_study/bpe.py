@@ -53,7 +53,9 @@ class BPETokenizer(Tokenizer):
     family = "bpe"
     min_size = 257
     min_size_why = "256 byte symbols plus <bos>"
-    escape_pattern = re.compile(r"[\udc80-\udcff]+")  # undecodable bytes cannot cross into Rust
+    # Undecodable bytes cannot cross into Rust, and the library would read a literal "<bos>" in the text as the
+    # special token: both are spelled in byte tokens.
+    escape_pattern = re.compile(r"[\udc80-\udcff]+|" + re.escape(BOS))
 
     def __init__(self, spec: SchemeSpec, hf_json: str):
         super().__init__(spec)

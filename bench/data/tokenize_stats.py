@@ -14,7 +14,8 @@ from bench.tables import markdown_table, text_table
 from tokenizers_study.stats import SchemeStats, scheme_stats
 
 COLUMNS = ["scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
-           "unk_rate", "fallback_rate", "lossless", "lost_words", "mb_per_s", "verified"]
+           "unk_rate", "fallback_rate", "lossless", "lost_words", "unigram_entropy_bits", "renyi_efficiency",
+           "mb_per_s", "verified"]
 
 
 @dataclass
@@ -68,7 +69,9 @@ def stats_markdown(result: StatsResult) -> str:
         "Every scheme is trained on the train split only. `tokens_per_*` divide the token count by the split's "
         "UTF-8 bytes, Unicode characters and whitespace-separated words; `unk_rate` is the share of tokens that "
         "are `<unk>`; `fallback_rate` the share that are byte-fallback tokens; `lossless` says whether "
-        "decoding gives the split back byte for byte; `mb_per_s` is encoding throughput (10^6 bytes/s).",
+        "decoding gives the split back byte for byte; `unigram_entropy_bits` is the Shannon entropy of the "
+        "tokens' unigram distribution and `renyi_efficiency` its Rényi entropy of order 2.5 divided by log2 of the "
+        "vocabulary size (Zouhar et al. 2023); `mb_per_s` is encoding throughput (10^6 bytes/s).",
         "",
         markdown_table([r.to_json() for r in result.records], COLUMNS),
         "",

@@ -26,6 +26,7 @@ from bench.engine.device import autocast
 from bench.engine.distributed import Ranks
 from bench.engine.layout import PreparedCorpus
 from bench.engine.result import SplitMetrics
+from bench.errors import BenchError
 from bench.models.common import LanguageModel
 
 
@@ -43,6 +44,9 @@ def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None 
     """A run's evaluation layout: recurrent models carry their state through ``bptt``-token chunks;
     the Transformer slides a window of its context with a stride of half of it, unless ``chunk`` is given."""
     window = None if model.carries_state_in_training else getattr(model.config, "context", None)
+    if chunk is not None and window is not None and chunk > window:
+        raise BenchError(f"an evaluation chunk of {chunk} tokens is longer than the Transformer's window of {window}: "
+                         f"it is the window's stride; use at most {window}")
     default_chunk = bptt if window is None else max(1, window // 2)
     return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window)
 
