@@ -242,4 +242,7 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
         assert heading in md
     assert "not comparable" in md.lower()
     assert "| nan |" not in md  # empty cells (no phases in this matrix) are not shown as NaN
+    # One seed: differences are descriptive, with an interval over the test text's articles and no p-value.
+    assert "No p-value is shown: every comparison has one seed on a side" in md
+    assert "bootstrap over documents (text only)" in md and "articles of the test text" in md
     shutil.rmtree(results)

@@ -1,5 +1,6 @@
-"""The numbers behind the report: seeds statistics, unigram floors, paired tests,
-how a word's loss is spread over its pieces, and the share of loss on ``<unk>``."""
+"""The numbers behind the report from each run's artefacts: losses by document, unigram floors, how a
+word's loss is spread over its pieces, and the share of loss on ``<unk>``. The statistics over seeds
+and documents are in :mod:`bench.study.uncertainty`."""
 
 from __future__ import annotations
 
@@ -13,26 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from bench.engine.result import RunResult
+from bench.study.documents import MIN_RESAMPLED, document_starts, document_totals
+from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import text_bytes, text_counts
-
-
-# --------------------------------------------------------------------------------------- seeds
-
-
-def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float | None, int]:
-    """Mean and the half-width of its Student-t confidence interval (None with one value)."""
-    from scipy import stats
-
-    values = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    n = len(values)
-    if n == 0:
-        return math.nan, None, 0
-    mean = float(values.mean())
-    if n < 2:
-        return mean, None, n
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * values.std(ddof=1) / math.sqrt(n))
-    return mean, half, n
 
 
 # --------------------------------------------------------------------------------------- run artefacts
@@ -71,6 +56,24 @@ class RunData:
         from bench.data.cache import encoded_split
 
         return np.asarray(encoded_split(self.tokenizer, self.split_data(split), self.result.spec.data_dir))
+
+    def text_losses(self, split: str = "test") -> TextLosses | None:
+        """Bits and bytes of each document of the split, from the per-token losses (None without them, for a
+        tokenization that does not give the text back, or for a text of too few documents to resample)."""
+        nll = self.token_nll(split)
+        if nll is None:
+            return None
+        ids = self.ids(split)
+        text = self.split_data(split).read_text()
+        ends = np.cumsum(self.tokenizer.byte_lengths(ids))
+        n_bytes = len(text_bytes(text))
+        if len(ids) != len(nll) or not len(ends) or ends[-1] != n_bytes or not self.result.metrics[split].lossless:
+            return None
+        starts, _ = document_starts(text)
+        if len(starts) < MIN_RESAMPLED:
+            return None
+        bits, sizes = document_totals(ends, nll / math.log(2), starts, n_bytes)
+        return TextLosses(bits, sizes.astype(np.float64))
 
 
 # --------------------------------------------------------------------------------------- unigram floor
@@ -185,39 +188,3 @@ def unk_share(tokenizer, ids: np.ndarray, token_nll: np.ndarray) -> dict | None:
     return {"unk_token_share": float(is_unk.mean()) if len(ids) else math.nan,
             "unk_nll_share": float(token_nll[is_unk].sum() / total) if total > 0 else math.nan,
             "unk_mean_bits": float(token_nll[is_unk].mean() / math.log(2)) if is_unk.any() else math.nan}
-
-
-# --------------------------------------------------------------------------------------- paired tests
-
-
-def block_bits(run: RunData, n_blocks: int = 50) -> np.ndarray | None:
-    """Bits per byte of the test text in ``n_blocks`` equal byte ranges (from the token dump)."""
-    nll = run.token_nll("test")
-    if nll is None:
-        return None
-    tokenizer = run.tokenizer
-    ids = run.ids("test")
-    if len(ids) != len(nll):
-        return None
-    lengths = tokenizer.byte_lengths(ids)
-    ends = np.cumsum(lengths)
-    total_bytes = int(ends[-1]) if len(ends) else 0
-    if total_bytes == 0:
-        return None
-    edges = np.linspace(0, total_bytes, n_blocks + 1)
-    block = np.clip(np.searchsorted(edges, ends - 1, side="right") - 1, 0, n_blocks - 1)
-    bits = np.bincount(block, weights=nll / math.log(2), minlength=n_blocks)
-    return bits / np.diff(edges)
-
-
-def paired_comparison(a: list[float], b: list[float], method: str) -> dict:
-    """Paired t-test of a - b (bits per char or per byte); both lists in the same order."""
-    from scipy import stats
-
-    a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    diff = a_arr - b_arr
-    if len(diff) < 2 or np.allclose(diff, diff[0]):
-        return {"method": method, "n": len(diff), "mean_difference": float(diff.mean()) if len(diff) else math.nan,
-                "p_value": None}
-    test = stats.ttest_rel(a_arr, b_arr)
-    return {"method": method, "n": len(diff), "mean_difference": float(diff.mean()), "p_value": float(test.pvalue)}

@@ -131,13 +131,35 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
 def _main_table_section(doc: Document, study: Study, floors: dict) -> None:
     done, axes = study.done, study.axes
+    rows = main_table(done, axes, floors, study.runs)
+    text = ["bits/byte, text 95%"] if any("bits/byte, text 95%" in r for r in rows) else []
     columns = [a for a in axes if a != "seed" and done[a].nunique() > 1 or a in ("model", "tokenizer")] + \
         (["phase"] if done["phase"].astype(str).str.len().gt(0).any() else []) + \
-        ["seeds", "bits/byte", "bits/char", "word ppl", "word ppl (eos)", "token ppl", "unigram floor bits/char",
-         "below floor", "flags"]
+        ["seeds", "bits/byte"] + text + ["bits/char", "word ppl", "word ppl (eos)", "token ppl",
+                                         "unigram floor bits/char", "below floor", "flags"]
     doc.heading("Main table (test split)")
-    doc.table(main_table(done, axes, floors), columns, "Mean over seeds ± 95% confidence interval (Student t; no "
-              "interval with one seed). " + _flag_legend(done))
+    doc.table(rows, columns, "Mean over seeds ± the 95% interval over seeds (Student t): the uncertainty of "
+              "training, shown only with two or more seeds. " + (
+                  f"'bits/byte, text 95%': the 95% interval over the {_documents(study)} of the test text "
+                  "(bootstrap), the uncertainty of the text sample. " if text else
+                  f"No interval over the text: {_no_text_interval(study)}. ") + _flag_legend(done))
+
+
+def _documents(study: Study) -> str:
+    """What the text is resampled by, e.g. '62 articles'."""
+    from bench.study.documents import document_starts
+
+    run = next(iter(study.runs.values()))
+    starts, kind = document_starts(run.split_data("test").read_text())
+    return f"{len(starts)} {kind}{'s' if len(starts) > 1 else ''}"
+
+
+def _no_text_interval(study: Study) -> str:
+    from bench.study.documents import MIN_RESAMPLED
+
+    if not any(run.token_nll("test") is not None for run in study.runs.values()):
+        return "no per-token losses were saved (dump_token_losses = true saves them)"
+    return f"the test text has {_documents(study)}, fewer than the {MIN_RESAMPLED} a bootstrap needs"
 
 
 def _attack_and_sweep_sections(doc: Document, study: Study, out: Path) -> None:
@@ -203,16 +225,24 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
 
 
 def _paired_section(doc: Document, study: Study) -> None:
-    doc.heading("Paired comparisons between tokenizations")
+    doc.heading("Comparisons between tokenizations")
     paired = paired_rows(study.done, study.axes, study.runs)
     if not paired:
         doc.para("No pair of comparable runs to compare.")
         return
+    tested = sum(row["p (Holm)"] is not None for row in paired)
     doc.table(paired, list(paired[0]),
-              "Negative differences favour A. With several seeds the test pairs runs by seed; with one seed it "
-              "pairs the two runs' losses on the same 50 blocks of test text (blocks treated as independent "
-              "samples of text, which understates the uncertainty of training). Runs with a lossy tokenization "
-              "are left out.")
+              "A - B: the difference in test bits per byte (negative favours A), its 95% interval first, the "
+              f"p-value second. The unit of replication is the trained model. With one seed on a side there is no "
+              f"test: the difference is descriptive, and its interval, a paired bootstrap over the "
+              f"{_documents(study)} of the test text, covers the text sample only, not training noise. With two "
+              "or more seeds the p-value is a t-test across seeds (paired by seed where the seeds match) and the "
+              "interval a bootstrap over seeds, then documents" + (
+                  f"; the p-values of the {tested} tested pairs are adjusted together (Holm)" if tested else "") +
+              ". Runs with a lossy tokenization are left out.")
+    if not tested:
+        doc.para("**No p-value is shown: every comparison has one seed on a side.** Train two or more seeds "
+                 "per tokenization (a `seed` axis in the config) to test the differences.")
 
 
 def _save(fig, out: Path, name: str) -> tuple[str, bytes]:
@@ -306,6 +336,10 @@ def _definitions(doc: Document) -> None:
         "tokenizations**.",
         "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
         "'below floor' is how far a run's bits/char is below it (a run less than 10% below is flagged).",
+        "Uncertainty: seeds are the unit of replication (a t interval or test over seeds needs two or more); the "
+        "text sample is resampled by document (WikiText articles, Wikipedia pages, else 50 equal blocks), with "
+        "bits per byte of a resample = its bits / its bytes; intervals are bootstrap percentiles "
+        "(scipy.stats.bootstrap; seeds then documents for two levels); p-values are Holm-adjusted.",
         "Runs are matched on equal training characters and equal context in characters unless the matching rule "
         "says tokens or steps.",
     ])

@@ -1,19 +1,21 @@
-"""The report's tables as rows: the main table (mean and 95% interval over seeds, unigram
-floor) and the paired comparisons between tokenizations."""
+"""The report's tables as rows: the main table (means over seeds with their intervals, the text's interval,
+the unigram floor), the comparisons between tokenizations, the closed vocabularies and the matching rules."""
 
 from __future__ import annotations
 
 import itertools
 import math
 
-import numpy as np
 import pandas as pd
 
-from bench.study import analysis
+from bench.study.analysis import RunData
 from bench.study.figures import tokenizer_order
+from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval
 
 
-def main_table(done: pd.DataFrame, axes: list[str], floors: dict) -> list[dict]:
+def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str, RunData]) -> list[dict]:
+    """One row per cell (all axes but the seed): means over seeds with Student-t intervals, an interval over
+    the documents of the text for bits per byte, and the unigram floor."""
     keys = [a for a in axes if a != "seed"] + ["phase"]
     rows = []
     for key, group in done.groupby(keys, sort=False, dropna=False):
@@ -22,9 +24,13 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict) -> list[dict]:
         for metric, label in (("test_bits_per_byte", "bits/byte"), ("test_bits_per_char", "bits/char"),
                               ("test_word_perplexity", "word ppl"), ("test_word_perplexity_eos", "word ppl (eos)"),
                               ("test_token_perplexity", "token ppl")):
-            mean, half, _ = analysis.mean_ci(group[metric].tolist())
+            mean, half = seed_interval([v for v in group[metric].tolist() if not math.isnan(v)] or [math.nan])
             row[label] = _with_ci(mean, half)
             row["_" + metric] = mean
+        text = [runs[d].text_losses() for d in group["run_dir"]]
+        if all(t is not None for t in text):
+            low, high = document_interval(text)
+            row["bits/byte, text 95%"] = f"[{low:.4f}, {high:.4f}]"
         floor = floors.get((row["dataset"], row["tokenizer"]))
         if floor is not None:
             row["unigram floor bits/char"] = round(floor["bits_per_char"], 4)
@@ -43,46 +49,35 @@ def _with_ci(mean: float, half: float | None) -> str:
     return text + (f" ± {half:,.{digits}f}" if half is not None else "")
 
 
-def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, analysis.RunData]) -> list[dict]:
-    """Paired comparisons between tokenizations of the same model, data and matching rule."""
+def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, RunData]) -> list[dict]:
+    """Every pair of tokenizations of the same model, data, matching rule and phase: the difference in test
+    bits per byte with its interval, and a p-value (Holm-adjusted over all the pairs) where seeds allow one."""
     group_keys = [a for a in axes if a not in ("seed", "tokenizer")] + ["phase"]
-    blocks: dict[str, np.ndarray | None] = {}  # a run takes part in several pairs
-
-    def block_bits(run_dir: str) -> np.ndarray | None:
-        if run_dir not in blocks:
-            blocks[run_dir] = analysis.block_bits(runs[run_dir])
-        return blocks[run_dir]
-
-    rows = []
-    comparable = done[done["lossless_bool"]]  # the runs of a group share their data; lossy ones are left out
+    rows, comparisons = [], []
+    comparable = done[done["lossless_bool"]]  # the runs of a group share their text; lossy ones are left out
     for key, group in comparable.groupby(group_keys, sort=False, dropna=False):
-        context = dict(zip(group_keys, key))
+        context = {k: v for k, v in zip(group_keys, key) if k != "phase" or (isinstance(v, str) and v)}
         tokenizers = sorted(group["tokenizer"].unique(), key=tokenizer_order)
         for a, b in itertools.combinations(tokenizers, 2):
-            ga = group[group["tokenizer"] == a].set_index("seed")
-            gb = group[group["tokenizer"] == b].set_index("seed")
-            seeds = sorted(set(ga.index) & set(gb.index))
-            if not seeds:
-                continue
-            if len(seeds) >= 2:
-                test = analysis.paired_comparison(ga.loc[seeds, "test_bits_per_char"].tolist(),
-                                                  gb.loc[seeds, "test_bits_per_char"].tolist(),
-                                                  f"paired t-test over {len(seeds)} seeds")
-                unit = "bits/char"
-            else:
-                blocks_a = block_bits(ga.loc[seeds[0], "run_dir"])
-                blocks_b = block_bits(gb.loc[seeds[0], "run_dir"])
-                if blocks_a is None or blocks_b is None:
-                    continue
-                test = analysis.paired_comparison(blocks_a.tolist(), blocks_b.tolist(),
-                                                  f"paired t-test over {len(blocks_a)} text blocks (one seed)")
-                unit = "bits/byte"
-            # a matrix without phases has no phase to show (an empty cell reads back as NaN)
-            rows.append({**{k: v for k, v in context.items() if k != "phase" or (isinstance(v, str) and v)},
-                         "A": a, "B": b,
-                         "method": test["method"], f"mean A - B": round(test["mean_difference"], 4),
-                         "unit": unit, "p-value": test["p_value"]})
+            sides = [group[group["tokenizer"] == t] for t in (a, b)]
+            values = [dict(zip(side["seed"], side["test_bits_per_byte"])) for side in sides]
+            texts = [{seed: runs[d].text_losses() for seed, d in zip(side["seed"], side["run_dir"])} for side in sides]
+            texts = [t if all(v is not None for v in t.values()) else None for t in texts]
+            comparison = compare(values[0], values[1], texts[0], texts[1])
+            comparisons.append(comparison)
+            rows.append({**context, "A": a, "B": b, "seeds": f"{len(values[0])} / {len(values[1])}",
+                         "A - B bits/byte": round(comparison.difference, 4),
+                         "95% interval": _interval(comparison), "interval over": comparison.interval or "-",
+                         "p (Holm)": None, "test": comparison.test or "none: one seed on a side"})
+    for row, p in zip(rows, holm([c.p_value for c in comparisons])):
+        row["p (Holm)"] = p
     return rows
+
+
+def _interval(comparison: Comparison) -> str:
+    if comparison.low is None:
+        return "-"
+    return f"[{comparison.low:.4f}, {comparison.high:.4f}]"
 
 
 def closed_vocabulary_rows(done: pd.DataFrame, unk: dict) -> list[dict]:
