@@ -3,7 +3,6 @@ traceback, and no file written or changed anywhere (data, caches, runs, results,
 
 import contextlib
 import io
-import json
 import shutil
 import subprocess
 from pathlib import Path

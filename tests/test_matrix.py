@@ -1,7 +1,6 @@
 """The run matrix and the report: expansion, skipping, resuming, failure isolation, runs.csv, figures."""
 
 import csv
-import json
 import re
 import shutil
 
@@ -226,19 +225,23 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     results = tmp_path / "smoke"
     outcome = run_matrix(repo / "configs" / "smoke.toml", results, data_dir=wt2_data_dir, show_progress=False)
     assert set(outcome.counts) == {"done"}
+    for row in read_csv(results / "runs.csv"):  # equal compute: the same FLOPs, to within one step
+        if row["match"] == "flops":
+            step_flops = float(row["train_flops_per_token"]) * 4 * int(row["bptt"])
+            assert 3e8 <= float(row["train_flops"]) < 3e8 + step_flops
     out = build_report(results, tmp_path / "report").parent
     for k, name in enumerate(["tokenization-attack", "vocabulary-sweep", "teacher-forcing", "closed-vocabulary",
-                              "learning-curves", "matching-rule"], 1):
+                              "learning-curves", "matching-rule", "equal-compute"], 1):
         for ext in ("png", "svg"):
             assert (out / f"{k}-{name}.{ext}").stat().st_size > 1000
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 6
+    assert page.count("data:image/png;base64,") == 7
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external requests
     assert "<link" not in page and "<script" not in page
     md = (out / "report.md").read_text()
     for heading in ("The tokenization attack", "Vocabulary sweep", "Teacher forcing inside words",
                     "Closed vocabulary", "Learning curves", "Equal tokens vs equal characters", "Provenance",
-                    "Metric definitions", "unigram floor"):
+                    "Metric definitions", "unigram floor", "Equal compute"):
         assert heading in md
     assert "not comparable" in md.lower()
     assert "| nan |" not in md  # empty cells (no phases in this matrix) are not shown as NaN

@@ -192,3 +192,17 @@ def test_unigram_entropy_and_renyi_efficiency_by_hand():
     assert renyi_efficiency(ids, 4) == pytest.approx(renyi / 2)
     assert renyi_efficiency(np.arange(8), 8) == pytest.approx(1.0)  # every token used equally
     assert renyi_efficiency(np.zeros(10, dtype=int), 8) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_char_lengths_count_each_character_once(trained, corpus_text, scheme, adversarial_texts):
+    tok = trained[scheme]
+    text = corpus_text[:2000] + "".join(adversarial_texts) + "東京 😀 naïve"
+    ids = tok.encode(text)
+    lengths = tok.char_lengths(ids)
+    decoded = tok.decode(ids)
+    assert lengths.sum() == len(decoded) and (lengths >= 0).all()
+    starts = [len(text_bytes(decoded[:i])) for i in range(len(decoded))]  # where each character begins
+    for k in (1, 5, len(ids) // 3, len(ids) - 1):  # the characters the first k tokens begin
+        end = tok.byte_lengths(ids[:k]).sum()
+        assert lengths[:k].sum() == sum(start < end for start in starts)

@@ -202,6 +202,27 @@ def test_context_and_budget_in_characters(data_dir, tmp_path):
     assert 4000 <= result.training.chars < 4000 + step_chars + 1
 
 
+def test_training_characters_are_those_of_the_tokens_consumed(data_dir, tmp_path):
+    result = train(spec(data_dir, tmp_path / "run", tokenizer="bpe:300", batch_size=1, max_steps=5),
+                   show_progress=False)
+    from bench.data.cache import encode_corpus
+
+    encoded = encode_corpus("toy", "bpe:300", data_dir)
+    consumed = np.asarray(encoded.ids["train"][:5 * 16])  # one stream: the first 80 tokens
+    assert result.training.tokens == 80
+    assert result.training.chars == len(encoded.tokenizer.decode(consumed))  # not 80 x characters per token
+
+
+def test_validation_scores_the_same_characters_under_every_tokenization(data_dir, tmp_path):
+    text = (data_dir / "toy" / "valid.txt").read_text()
+    prefix = text[:text.index("\n", 999) + 1]  # the first 1,000 characters, to the end of their line
+    for scheme in ("byte", "bpe:300", "word-open:100"):
+        train(spec(data_dir, tmp_path / scheme, tokenizer=scheme, without=("eval_max_tokens",), eval_max_chars=1000),
+              show_progress=False)
+        log = [json.loads(line) for line in (tmp_path / scheme / "log.jsonl").read_text().splitlines()]
+        assert {r["valid_chars"] for r in log if "valid_chars" in r} == {len(prefix)}
+
+
 def test_a_finite_but_absurd_loss_is_divergence_not_a_result(data_dir, tmp_path):
     """lr=1e30 keeps the loss finite (about 1e30 nats per token): far beyond the uniform model's log V."""
     with pytest.raises(TrainingDiverged, match=r"beyond 2x the uniform model's"):

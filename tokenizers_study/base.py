@@ -25,7 +25,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from tokenizers_study.errors import TokenizerError
-from tokenizers_study.text import text_bytes
+from tokenizers_study.text import char_byte_offsets, text_bytes
 
 FORMAT_VERSION = 1
 BOS = "<bos>"
@@ -173,6 +173,19 @@ class Tokenizer(ABC):
         which is what per-token analyses (loss by position within a word) need.
         """
         return self._id_byte_lengths()[np.asarray(ids, dtype=np.int64)]
+
+    def char_lengths(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """How many characters of ``decode(ids)`` begin in each token; they sum to the decoded text's length.
+
+        A character whose bytes are cut across tokens (byte-level BPE can do that) counts in the token that
+        holds its first byte, so the characters of a run of tokens are those the tokens begin.
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        ends = np.cumsum(self.byte_lengths(ids))
+        begins = np.zeros(int(ends[-1]) + 1 if len(ends) else 1, dtype=np.int64)
+        begins[char_byte_offsets(self.decode(ids))[:-1]] = 1  # 1 at each byte where a character begins
+        begun = np.concatenate([[0], np.cumsum(begins)])  # begun[k]: characters begun before byte k
+        return begun[ends] - begun[np.concatenate([[0], ends[:-1]])]
 
     def _id_byte_lengths(self) -> np.ndarray:
         """Bytes each id decodes to, from the id -> bytes table of schemes that decode through one

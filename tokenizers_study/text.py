@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 
 def read_text_exact(path: str | Path) -> str:
     """Read a file as text without any newline translation; ``text_bytes`` gives back its bytes."""
@@ -34,3 +36,11 @@ def text_counts(text: str) -> dict[str, int]:
         "n_words": len(text.split()),
         "n_lines": text.count("\n"),
     }
+
+
+def char_byte_offsets(text: str) -> np.ndarray:
+    """Byte offset of every character of ``text`` in its bytes, and one more entry: the total."""
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    widths = np.where(codes < 0x80, 1, np.where(codes < 0x800, 2, np.where(codes < 0x10000, 3, 4)))
+    widths = np.where((codes >= 0xDC80) & (codes <= 0xDCFF), 1, widths)  # an undecodable byte is one byte
+    return np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)

@@ -3,8 +3,8 @@
 Every limit is one row of :data:`LIMITS`: the :class:`~bench.engine.spec.TrainConfig`
 field that sets it (``--set max_train_chars=...``) and its unit, which is also the key
 of a matrix config's ``[budget]`` table (``chars = ...``). The trainer stops when
-:meth:`Budget.fraction_used` reaches 1; the planner and ``bench speed`` read the same
-object.
+:meth:`Budget.fraction_used` reaches 1, counting the characters of the tokens it has
+actually consumed; the planner and ``bench speed`` read the same object.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ LIMITS = (
     Limit("max_train_chars", "chars"),
     Limit("max_tokens", "tokens"),
     Limit("max_minutes", "minutes"),
+    Limit("max_train_flops", "flops"),
 )
 
 
@@ -43,6 +44,7 @@ class Usage:
     chars: float
     tokens: int
     minutes: float
+    flops: float
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,16 @@ class Budget:
         """The largest share of any limit used: training stops at 1."""
         return max(getattr(usage, unit) / limit for unit, limit in self.limits.items())
 
-    def planned_tokens(self, chars_per_token: float | None, epoch_tokens: int | None,
-                       step_tokens: float) -> float | None:
-        """Training tokens the budget allows: None for a time budget alone, or where a limit needs the data
-        (characters per token, the size of an epoch) and they are not given."""
+    def planned_tokens(self, chars_per_token: float | None, epoch_tokens: int | None, step_tokens: float,
+                       flops_per_token: float | None = None) -> float | None:
+        """Training tokens the budget allows: None for a time budget alone, or where a limit needs what is not
+        given (characters per token, the size of an epoch, the model's training FLOPs per token)."""
         tokens = []
         for unit, limit in self.limits.items():
             if unit == "chars" and chars_per_token is not None:
                 tokens.append(limit / chars_per_token)
+            elif unit == "flops" and flops_per_token:
+                tokens.append(limit / flops_per_token)
             elif unit == "epochs" and epoch_tokens is not None:
                 tokens.append(limit * epoch_tokens)
             elif unit in ("tokens", "steps"):
@@ -77,9 +81,9 @@ class Budget:
                 return None
         return min(tokens) if tokens else None
 
-    def planned_steps(self, chars_per_token: float | None, epoch_tokens: int | None,
-                      step_tokens: float) -> int | None:
-        tokens = self.planned_tokens(chars_per_token, epoch_tokens, step_tokens)
+    def planned_steps(self, chars_per_token: float | None, epoch_tokens: int | None, step_tokens: float,
+                      flops_per_token: float | None = None) -> int | None:
+        tokens = self.planned_tokens(chars_per_token, epoch_tokens, step_tokens, flops_per_token)
         return None if tokens is None else math.ceil(tokens / step_tokens - 1e-9)
 
 

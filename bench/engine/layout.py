@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from bench.data.cache import EncodedCorpus, encode_corpus
 from bench.data.facts import DataFacts, data_facts
@@ -32,10 +31,18 @@ class PreparedCorpus:
     facts: DataFacts
     counts: dict[str, dict[str, int]]  # per split: n_bytes, n_chars, n_words, n_lines
     lossless: dict[str, bool]  # per scored split: whether the tokenizer gives it back exactly
+    train_chars: np.ndarray  # characters each train token begins (what a character budget counts)
 
     @property
     def tokenizer(self) -> Tokenizer:
         return self.encoded.tokenizer
+
+    def validation_text(self, max_chars: int) -> tuple[np.ndarray, dict[str, int]]:
+        """The ids and text counts of the first ``max_chars`` characters of the valid split, extended to the end
+        of their line: the same text whatever the tokenization."""
+        text = self.encoded.splits["valid"].read_text()
+        end = text.find("\n", max_chars - 1) + 1 or len(text)
+        return self.tokenizer.encode(text[:end]), text_counts(text[:end])
 
 
 def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: DataFacts | None = None
@@ -52,16 +59,18 @@ def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: Da
         counts[split] = text_counts(text)
         if split != "train":
             lossless[split] = encoded.tokenizer.loss_report(text, np.asarray(encoded.ids[split])).lossless
-    return PreparedCorpus(encoded, facts, counts, lossless)
+    train_chars = encoded.tokenizer.char_lengths(np.asarray(encoded.ids["train"])).astype(np.int32)
+    return PreparedCorpus(encoded, facts, counts, lossless, train_chars)
 
 
-def train_rows(ids: np.ndarray, batch_size: int, bos_id: int, device: torch.device) -> torch.Tensor:
-    """The train split as ``batch_size`` contiguous streams, each preceded by ``<bos>``: [B, L + 1]."""
+def train_rows(ids: np.ndarray, batch_size: int, bos_id: int) -> np.ndarray:
+    """The train split as ``batch_size`` contiguous streams, each preceded by ``<bos>``: [B, L + 1]. Laid out
+    the same way, per-token values (``bos_id`` 0) line up with the tokens."""
     length = len(ids) // batch_size
     rows = np.empty((batch_size, length + 1), dtype=np.int32)
     rows[:, 0] = bos_id
     rows[:, 1:] = np.asarray(ids[: batch_size * length], dtype=np.int32).reshape(batch_size, length)
-    return torch.from_numpy(rows).to(device)
+    return rows
 
 
 def next_segment_length(config: TrainConfig, rng: np.random.Generator) -> int:

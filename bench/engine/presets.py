@@ -16,7 +16,7 @@ from bench.errors import BenchError
 _SHARNN_PAPER_TRAIN = dict(
     batch_size=16, bptt=1024, seq_jitter=True, optimizer="lamb", lr=2e-3, warmup_steps=800, clip=0.25,
     weight_decay=1.2e-6, min_trust=0.25, schedule="constant", max_epochs=14.0, eval_every=2000,
-    eval_max_tokens=1_000_000, eval_streams=8, eval_chunk=1024, checkpoint_every=500, log_every=50,
+    eval_max_chars=1_000_000, eval_streams=8, eval_chunk=1024, checkpoint_every=500, log_every=50,
 )
 
 PRESETS: dict[str, dict[str, dict[str, dict]]] = {
@@ -25,14 +25,14 @@ PRESETS: dict[str, dict[str, dict[str, dict]]] = {
             "model": dict(emsize=64, nhid=256, nlayers=2, attention="second-last", dropout=0.0, dropouth=0.0,
                           dropouti=0.0, max_memory=256),
             "train": dict(batch_size=16, bptt=64, optimizer="lamb", lr=4e-3, warmup_steps=20, clip=0.25,
-                          max_steps=150, eval_every=50, eval_max_tokens=20_000, eval_streams=32, eval_chunk=128,
+                          max_steps=150, eval_every=50, eval_max_chars=60_000, eval_streams=32, eval_chunk=128,
                           checkpoint_every=50, log_every=10),
         },
         "small": {
             "model": dict(emsize=256, nhid=1024, nlayers=4, attention="second-last", dropout=0.1, dropouth=0.1,
                           dropouti=0.1, max_memory=2048),
             "train": dict(batch_size=16, bptt=256, seq_jitter=True, optimizer="lamb", lr=2e-3, warmup_steps=100,
-                          clip=0.25, max_steps=1500, eval_every=250, eval_max_tokens=100_000, eval_streams=16,
+                          clip=0.25, max_steps=1500, eval_every=250, eval_max_chars=300_000, eval_streams=16,
                           eval_chunk=512, checkpoint_every=100, log_every=10),
         },
         "paper": {
@@ -45,14 +45,14 @@ PRESETS: dict[str, dict[str, dict[str, dict]]] = {
         "tiny": {
             "model": dict(emsize=64, nhid=128, nlayers=2, dropout=0.0, dropouth=0.0, dropouti=0.0, init_range=0.5),
             "train": dict(batch_size=16, bptt=64, optimizer="adamw", lr=1e-2, warmup_steps=20, clip=0.25,
-                          max_steps=150, eval_every=50, eval_max_tokens=20_000, eval_streams=32, eval_chunk=256,
+                          max_steps=150, eval_every=50, eval_max_chars=60_000, eval_streams=32, eval_chunk=256,
                           checkpoint_every=50, log_every=10),
         },
         "small": {
             "model": dict(emsize=256, nhid=768, nlayers=3, dropout=0.1, dropouth=0.1, dropouti=0.1, wdrop=0.1,
                           init_range=0.25),
             "train": dict(batch_size=16, bptt=256, seq_jitter=True, optimizer="adamw", lr=2e-3, warmup_steps=100,
-                          clip=0.25, max_steps=1500, eval_every=250, eval_max_tokens=100_000, eval_streams=16,
+                          clip=0.25, max_steps=1500, eval_every=250, eval_max_chars=300_000, eval_streams=16,
                           eval_chunk=512, checkpoint_every=100, log_every=10),
         },
         "paper": {
@@ -64,14 +64,14 @@ PRESETS: dict[str, dict[str, dict[str, dict]]] = {
         "tiny": {
             "model": dict(d_model=64, nlayers=2, nheads=2, mlp_ratio=4.0, positions="rotary", dropout=0.0),
             "train": dict(batch_size=16, bptt=64, optimizer="adamw", lr=3e-3, warmup_steps=20, clip=1.0,
-                          max_steps=150, eval_every=50, eval_max_tokens=20_000, eval_streams=32,
+                          max_steps=150, eval_every=50, eval_max_chars=60_000, eval_streams=32,
                           checkpoint_every=50, log_every=10),
         },
         "small": {
             "model": dict(d_model=256, nlayers=4, nheads=4, mlp_ratio=4.0, positions="rotary", dropout=0.1),
             "train": dict(batch_size=16, bptt=256, optimizer="adamw", lr=1e-3, warmup_steps=100, clip=1.0,
                           schedule="cosine", min_lr_ratio=0.1, max_steps=1500, eval_every=250,
-                          eval_max_tokens=100_000, eval_streams=16, checkpoint_every=100, log_every=10),
+                          eval_max_chars=300_000, eval_streams=16, checkpoint_every=100, log_every=10),
         },
         "paper": {
             # d 768, 8 layers, MLP 2816 wide: 53.75M parameters with 256 symbols, like the SHA-RNN's 53.83M.

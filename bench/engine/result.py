@@ -9,7 +9,8 @@ these dataclasses. Layout of ``result.json`` (schema version 2)::
     model         name, params_total, params_non_embedding, train_flops_per_token
     tokenizer     scheme, hash, vocab_size, chars_per_token_train, lossless per split
     data          corpus, verified, splits: per split file, size, sha256, status, verified
-    training      steps, epochs, tokens, chars, seconds, throughput, best step and its valid bits/char
+    training      steps, epochs, tokens, chars (those the tokens seen begin), seconds, throughput, best step
+                  and its valid bits/char, FLOPs
     evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window}, what was scored
     metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless
     comparable, comparability_notes
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import json
 import typing
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Optional
@@ -101,6 +102,7 @@ class TrainingSummary:
     tokens_per_second: float
     best_step: Optional[int]
     best_valid_bits_per_char_during_training: Optional[float]
+    flops: Optional[float] = None  # training FLOPs: the model's per token, forward and backward, times tokens
 
 
 @dataclass
@@ -198,6 +200,7 @@ class RunResult:
             "vocab_size": self.tokenizer.vocab_size, "chars_per_token": self.tokenizer.chars_per_token_train,
             "bptt": train["bptt"], "context_chars": train["bptt"] * self.tokenizer.chars_per_token_train,
             "steps": self.training.steps, "train_tokens": self.training.tokens, "train_chars": self.training.chars,
+            "train_flops": self.training.flops,
             "epochs": self.training.epochs, "train_seconds": self.training.seconds,
             "train_chars_per_second": self.training.chars_per_second, "best_step": self.training.best_step,
             "eval_streams": layout["streams"], "eval_chunk": layout["chunk"], "eval_window": layout["window"],

@@ -177,7 +177,7 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
     splits = corpus.encoded.splits
     lossy = [s for s, ok in corpus.lossless.items() if not ok]
     comparable, notes = comparability(trainer.tokenizer.spec.name, lossy, {s: d.status for s, d in splits.items()})
-    chars = p.tokens * trainer.chars_per_token
+    chars = p.chars
     model = trainer.model
     return RunResult(
         status=RunStatus.DONE, run_id=config.run_id(), spec=config.spec,
@@ -192,7 +192,7 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
             steps=p.step, epochs=p.epoch + p.pos / (trainer.rows.shape[1] - 1), tokens=p.tokens, chars=chars,
             seconds=p.seconds, chars_per_second=chars / max(p.seconds, 1e-9),
             tokens_per_second=p.tokens / max(p.seconds, 1e-9), best_step=p.best_step,
-            best_valid_bits_per_char_during_training=p.best_valid_bpc),
+            best_valid_bits_per_char_during_training=p.best_valid_bpc, flops=p.tokens * trainer.flops_per_token),
         evaluation=EvaluationSummary(evaluated, layout.to_json(), "whole split, first token predicted from <bos>"),
         metrics=metrics, comparable=comparable, comparability_notes=notes,
         provenance=Provenance(git_commit(), library_versions(), describe(trainer.device), machine(),

@@ -44,9 +44,11 @@ class TrainConfig:
     max_train_chars: Optional[int] = None  # characters of training text seen
     max_tokens: Optional[int] = None  # tokens of training text seen
     max_minutes: Optional[float] = None
+    max_train_flops: Optional[float] = None  # training FLOPs (the model's per token, times tokens seen)
     # --- evaluation and bookkeeping ------------------------------------------------------------------
     eval_every: int = 100  # steps between validations (0: only at the end)
-    eval_max_tokens: Optional[int] = 50_000  # validation during training scores this many tokens (None: all)
+    eval_max_chars: Optional[int] = None  # validation during training scores the first N characters (whole lines)
+    eval_max_tokens: Optional[int] = None  # or the first N tokens: not the same text under each tokenization
     eval_streams: int = 16  # evaluation lays a split out in this many parallel streams
     eval_chunk: Optional[int] = None  # tokens per evaluation forward pass (default bptt); Transformer: stride
     checkpoint_every: int = 100
@@ -67,8 +69,8 @@ class TrainConfig:
         for name in ("batch_size", "bptt", "eval_streams", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
-        for name in ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes",
-                     "context_chars", "eval_chunk", "eval_max_tokens"):
+        for name in ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes", "max_train_flops",
+                     "context_chars", "eval_chunk", "eval_max_chars", "eval_max_tokens"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive (or none)")
@@ -82,6 +84,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be in [0, 1), not {getattr(self, name)}")
         if not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"min_lr_ratio must be in [0, 1], not {self.min_lr_ratio}")
+        if self.eval_max_chars is not None and self.eval_max_tokens is not None:
+            raise ValueError("eval_max_chars and eval_max_tokens are both set; validation takes one of them")
         splits = self.final_splits
         if not splits or any(s not in ("valid", "test") for s in splits):
             raise ValueError("final_eval_splits must list valid and/or test, e.g. valid,test")

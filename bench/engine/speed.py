@@ -44,7 +44,7 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     train_tps = timed_tokens / train_seconds
     planned = config.budget.planned_steps(facts.chars_per_token,
                                           epoch_tokens(facts.train_tokens, cfg.batch_size) if facts.train_tokens
-                                          else None, mean_step_tokens(cfg))
+                                          else None, mean_step_tokens(cfg), 3 * model.flops_per_token(cfg.bptt))
     return {
         "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
         "vocab_size": facts.vocab_size, "params_total": model.num_params(),

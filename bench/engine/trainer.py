@@ -10,16 +10,12 @@ Stopping is decided by the run's :class:`~bench.engine.budget.Budget`.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import math
 import random
-import signal
 import sys
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -33,6 +29,7 @@ from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_ids, run_layout
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.optim import build_optimizer, lr_factor
+from bench.engine.progress import Progress, SignalGuard, read_log_lines
 from bench.engine.resolve import RunConfig
 from bench.engine.step import TrainingStep, apply_gradients, build_training_model
 from bench.errors import BenchError
@@ -44,17 +41,6 @@ CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 LOG = "log.jsonl"
 DIVERGED_FACTOR = 2.0  # a loss this many times the uniform model's marks a diverged run
-
-
-def read_log_lines(path: Path) -> list[str]:
-    """The lines of a log.jsonl; a torn last line (a write cut by a kill) is left out."""
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    if lines:
-        try:
-            json.loads(lines[-1])
-        except ValueError:
-            lines.pop()
-    return lines
 
 
 class TrainingInterrupted(BenchError):
@@ -69,46 +55,6 @@ class TrainingInterrupted(BenchError):
 
 class TrainingDiverged(BenchError):
     """The training loss became NaN or infinite."""
-
-
-@dataclass
-class Progress:
-    step: int = 0
-    epoch: int = 0
-    pos: int = 0  # column of the next segment in the train rows
-    tokens: int = 0  # training tokens seen (targets)
-    seconds: float = 0.0  # training time, evaluation excluded
-    best_valid_bpc: float | None = None
-    best_step: int | None = None
-    started_at: str = ""  # when the run's first attempt started
-    wall_seconds: float = 0.0  # wall time of every attempt up to its last checkpoint
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-class SignalGuard:
-    """Turns the first SIGINT/SIGTERM into a flag checked between steps; a second one stops at once."""
-
-    def __init__(self):
-        self.stop = None
-        self._previous = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            # SIGUSR2: a cluster job's time is nearly up (Slurm's --signal, submitit)
-            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        self.stop = signal.Signals(signum).name
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 class Trainer:
@@ -136,8 +82,12 @@ class Trainer:
         self.model = build_training_model(config, self.device)
         self.step_module = self._step_module()
         self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
-        rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id, self.device)
-        self.rows = rows[self.ranks.share(self.cfg.batch_size)]  # this process's streams
+        mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
+        rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id)[mine]
+        self.rows = torch.from_numpy(rows).to(self.device)
+        self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)[mine]  # the characters they begin
+        self.flops_per_token = 3 * self.model.flops_per_token(self.cfg.bptt)  # training: forward and backward
+        self._validation = None  # the validation text's ids and counts, once needed
         self.progress = Progress()
         self.state = None
         self.log_file = out / LOG
@@ -165,12 +115,13 @@ class Trainer:
 
     def usage(self) -> Usage:
         p = self.progress
-        return Usage(steps=p.step, epochs=p.epoch + p.pos / (self.rows.shape[1] - 1),
-                     chars=p.tokens * self.chars_per_token, tokens=p.tokens, minutes=p.seconds / 60.0)
+        return Usage(steps=p.step, epochs=p.epoch + p.pos / (self.rows.shape[1] - 1), chars=p.chars,
+                     tokens=p.tokens, minutes=p.seconds / 60.0, flops=p.tokens * self.flops_per_token)
 
     def estimated_total_steps(self) -> int | None:
         epoch = (self.rows.shape[1] - 1) * self.cfg.batch_size  # every process's rows are equally long
-        return self.budget.planned_steps(self.chars_per_token, epoch, mean_step_tokens(self.cfg))
+        return self.budget.planned_steps(self.chars_per_token, epoch, mean_step_tokens(self.cfg),
+                                         self.flops_per_token)
 
     # ---- checkpoints ------------------------------------------------------------------------
 
@@ -275,7 +226,8 @@ class Trainer:
         self.model.train()
         state = self.state if self.model.carries_state_in_training else None
         loss, new_state = self.step_module(x, y, state)
-        loss_value = self._mean_over_processes(loss)
+        chars = int(self.row_chars[:, p.pos + 1:p.pos + 1 + seq_len].sum())
+        loss_value, chars = self._over_processes(loss, chars)
         if not math.isfinite(loss_value):
             raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
                                    f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
@@ -284,14 +236,18 @@ class Trainer:
         p.pos += seq_len
         p.step += 1
         p.tokens += x.numel() * self.ranks.world
+        p.chars += chars
         self._last_lr = lr
         return loss_value
 
-    def _mean_over_processes(self, loss: torch.Tensor) -> float:
-        """The loss of the whole batch: every process's rows hold as many tokens, so the mean of their means."""
+    def _over_processes(self, loss: torch.Tensor, chars: int) -> tuple[float, int]:
+        """The loss of the whole batch (every process's rows hold as many tokens: the mean of their means) and
+        the characters of all its rows."""
         if not self.ranks.distributed:
-            return loss.item()
-        return (self.ranks.sum(loss.detach().clone()) / self.ranks.world).item()
+            return loss.item(), chars
+        both = self.ranks.sum(torch.stack([loss.detach().double(), torch.tensor(float(chars), device=loss.device,
+                                                                               dtype=torch.float64)]))
+        return (both[0] / self.ranks.world).item(), int(both[1].item())
 
     def _stop_requested(self, signal_name: str | None) -> str | None:
         """A signal to any process stops every process at the same step."""
@@ -301,7 +257,15 @@ class Trainer:
         return (signal_name or "a signal to another process") if stops else None
 
     def validate(self) -> dict:
-        """Validation on (a prefix of) the valid split, in bits per character and per byte."""
+        """Validation on (a prefix of) the valid split, in bits per character and per byte: the first
+        ``eval_max_chars`` characters (the same text for every tokenization), or ``eval_max_tokens`` tokens."""
+        if self.cfg.eval_max_chars is not None:
+            if self._validation is None:
+                self._validation = self.corpus.validation_text(self.cfg.eval_max_chars)
+            ids, counts = self._validation
+            result = evaluate_ids(self.model, ids, self.tokenizer.bos_id, self.eval_layout(), self.device, self.amp,
+                                  ranks=self.ranks)
+            return self._validation_record(result, counts)
         ids = self.corpus.encoded.ids["valid"]
         limit = self.cfg.eval_max_tokens
         result = evaluate_ids(self.model, ids, self.tokenizer.bos_id, self.eval_layout(), self.device, self.amp,
@@ -313,9 +277,13 @@ class Trainer:
         else:  # a lossy tokenizer cannot give the prefix back: scale the split's counts
             share = limit / len(ids)
             counts = {k: round(v * share) for k, v in self.corpus.counts["valid"].items()}
+        return self._validation_record(result, counts)
+
+    @staticmethod
+    def _validation_record(result, counts: dict[str, int]) -> dict:
         metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
         return {"valid_bits_per_char": metrics["bits_per_char"], "valid_bits_per_byte": metrics["bits_per_byte"],
-                "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens}
+                "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"]}
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -337,7 +305,7 @@ class Trainer:
                 p.seconds += time.perf_counter() - start
                 window_loss += loss
                 window_steps += 1
-                chars_per_s = p.tokens * self.chars_per_token / max(p.seconds, 1e-9)
+                chars_per_s = p.chars / max(p.seconds, 1e-9)
                 train_bpb = loss / math.log(2) / bytes_per_token
                 if p.step % cfg.log_every == 0:
                     self._log_training(window_loss / window_steps, bytes_per_token, chars_per_s)
@@ -364,8 +332,8 @@ class Trainer:
 
     def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> None:
         p = self.progress
-        self.log({"step": p.step, "epoch": p.epoch, "tokens": p.tokens, "train_chars": p.tokens * self.chars_per_token,
-                  "lr": self._last_lr, "train_loss": mean_loss,
+        self.log({"step": p.step, "epoch": p.epoch, "tokens": p.tokens, "train_chars": p.chars,
+                  "train_flops": p.tokens * self.flops_per_token, "lr": self._last_lr, "train_loss": mean_loss,
                   "train_bits_per_byte": mean_loss / math.log(2) / bytes_per_token,
                   "chars_per_second": chars_per_s, "seconds": p.seconds})
 
@@ -383,7 +351,7 @@ class Trainer:
         metrics = self.validate()
         self.check_not_diverged({"validation": metrics["valid_loss"]})
         bpc = metrics["valid_bits_per_char"]
-        self.log({"step": p.step, "train_chars": p.tokens * self.chars_per_token, **metrics})
+        self.log({"step": p.step, "train_chars": p.chars, "train_flops": p.tokens * self.flops_per_token, **metrics})
         if p.best_valid_bpc is None or bpc < p.best_valid_bpc:
             p.best_valid_bpc, p.best_step = bpc, p.step
             if self.ranks.is_main:

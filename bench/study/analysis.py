@@ -17,7 +17,7 @@ from bench.engine.result import RunResult
 from bench.study.documents import MIN_RESAMPLED, document_starts, document_totals
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
-from tokenizers_study.text import text_bytes, text_counts
+from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
 
 
 # --------------------------------------------------------------------------------------- run artefacts
@@ -98,14 +98,6 @@ def unigram_floor(run: RunData) -> dict:
 # --------------------------------------------------------------------------------------- words and pieces
 
 
-def _char_byte_offsets(text: str) -> np.ndarray:
-    """Byte offset of every character of ``text`` (one entry more: the total)."""
-    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    widths = np.where(cps < 0x80, 1, np.where(cps < 0x800, 2, np.where(cps < 0x10000, 3, 4)))
-    widths = np.where((cps >= 0xDC80) & (cps <= 0xDCFF), 1, widths)  # undecodable bytes stand for one byte
-    return np.concatenate([[0], np.cumsum(widths)])
-
-
 def word_of_tokens(tokenizer, ids: np.ndarray) -> np.ndarray:
     """For each token, the index of the whitespace-separated word it belongs to (-1: only whitespace).
 
@@ -117,7 +109,7 @@ def word_of_tokens(tokenizer, ids: np.ndarray) -> np.ndarray:
     lengths = tokenizer.byte_lengths(ids)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
     # Words as byte spans, from the same definition the metrics use (str.split's whitespace).
-    char_offsets = _char_byte_offsets(decoded)
+    char_offsets = char_byte_offsets(decoded)
     spans = np.array([(m.start(), m.end()) for m in re.finditer(r"\S+", decoded)], dtype=np.int64).reshape(-1, 2)
     word_start, word_end = char_offsets[spans[:, 0]], char_offsets[spans[:, 1]]
     # First non-whitespace byte of each token: skip its leading whitespace bytes.

@@ -4,8 +4,9 @@ Layout::
 
     [matrix]    name, description, match (default rule: "chars"), data_dir
     [axes]      model = [...], tokenizer = [...], dataset = [...], seed = [...], match = [...], <field> = [...]
-    [budget]    chars = N (match = chars), tokens = N (match = tokens), steps = N (match = steps), epochs = x
-    [context]   chars = N (match = chars), tokens = N (match = tokens or steps)
+    [budget]    chars = N (match = chars), tokens = N (match = tokens), steps = N (match = steps),
+                flops = N (match = flops), epochs = x
+    [context]   chars = N (match = chars or flops), tokens = N (match = tokens or steps)
     [shared]    preset = "tiny", and any model or training field for every run
     [models.<model>]          fields for one model
     [tokenizers."<scheme>"]   fields for one tokenization

@@ -122,11 +122,15 @@ def vocab_sweep_figure(df: pd.DataFrame) -> Figure:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     sizes["family"] = sizes["tokenizer"].str.split(":").str[0]
     sizes["size"] = sizes["tokenizer"].str.split(":").str[1].astype(int)
-    for (model, family), group in sizes.groupby(["model", "family"]):
+    styles = {"chars": "-", "tokens": "--", "steps": ":", "flops": "-."}
+    # Means over seeds only: runs matched under different rules are drawn apart, never pooled.
+    for (model, family, rule), group in sizes.groupby(["model", "family", "match"]):
         g = group.groupby("size")[["test_bits_per_char", "test_token_perplexity"]].mean().sort_index()
-        label = f"{model} {family}"
-        left.plot(g.index, g["test_bits_per_char"], marker=MARKERS.get(model, "D"), label=label)
-        right.plot(g.index, g["test_token_perplexity"], marker=MARKERS.get(model, "D"), label=label)
+        label = f"{model} {family} (equal {rule})"
+        left.plot(g.index, g["test_bits_per_char"], marker=MARKERS.get(model, "D"), ls=styles.get(rule, "-"),
+                  label=label)
+        right.plot(g.index, g["test_token_perplexity"], marker=MARKERS.get(model, "D"), ls=styles.get(rule, "-"),
+                   label=label)
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("vocabulary size")
@@ -221,39 +225,65 @@ def learning_curves_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
     _log_axis(ax, "x")
     ax.set_xlabel("training characters seen (log)")
     ax.set_ylabel("validation bits per character")
-    ax.set_title("Learning curves (validation on the first eval_max_tokens tokens of valid)")
+    ax.set_title("Learning curves (validation on the same first characters of valid for every tokenization)")
+    ax.legend(fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def compute_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
+    """Validation bits per byte against training FLOPs: one curve per run."""
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    points = [(row, [e for e in log if "valid_bits_per_byte" in e and "train_flops" in e]) for row, log in curves]
+    points = [(row, log) for row, log in points if log]
+    if not points:
+        _placeholder(fig, ax, "No validation with training FLOPs was logged.")
+        return fig
+    colors = tokenizer_colors(list({row["tokenizer"] for row, _ in points}))
+    styles = {"chars": "-", "tokens": "--", "steps": ":", "flops": "-."}
+    for row, log in points:
+        ax.plot([e["train_flops"] for e in log], [e["valid_bits_per_byte"] for e in log],
+                color=colors[row["tokenizer"]], ls=styles.get(row["match"], "-"),
+                marker=MARKERS.get(row["model"], "D"), ms=3, lw=1,
+                label=f"{row['model']} {row['tokenizer']} (s{row['seed']}, {row['match']})")
+    _log_axis(ax, "x")
+    ax.set_xlabel("training FLOPs (log): the model's FLOPs per token x tokens seen")
+    ax.set_ylabel("validation bits per byte")
+    ax.set_title("Equal compute: validation loss against training compute")
     ax.legend(fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
 
 def matching_figure(df: pd.DataFrame) -> Figure:
-    """Ranking of tokenizations under equal tokens and under equal characters."""
+    """Bits per character of each tokenization under each matching rule a model was run with."""
     fig, ax = plt.subplots(figsize=(10, 3.8))
+    order = ("tokens", "steps", "flops", "chars")
     both = df.groupby(["model", "dataset"])["match"].nunique()
     pairs = [key for key, n in both.items() if n >= 2]
-    rules = [r for r in ("tokens", "steps", "chars") if r in set(df["match"])]
-    if not pairs or len(rules) < 2:
+    if not pairs:
         _placeholder(fig, ax, "This matrix matches runs by one rule only: add cells with match = \"tokens\" (and "
                               "\"chars\") to compare rankings.")
         return fig
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
     width = 1.0 / len(pairs)
+    ticks, labels = [], []
     for k, (model, dataset) in enumerate(pairs):
         sub = df[(df["model"] == model) & (df["dataset"] == dataset)]
-        table = sub.groupby(["tokenizer", "match"])["test_bits_per_char"].mean().unstack("match")
-        table = table.dropna()
+        table = sub.groupby(["tokenizer", "match"])["test_bits_per_char"].mean().unstack("match").dropna()
+        rules = [r for r in order if r in table.columns]
+        xs = [k + width * 0.15 + width * 0.7 * i / max(len(rules) - 1, 1) for i in range(len(rules))]
         for tokenizer, values in table.iterrows():
-            xs = [k + width * 0.15 + width * 0.7 * i / (len(rules) - 1) for i in range(len(rules))]
             ax.plot(xs, [values[r] for r in rules], marker=MARKERS.get(model, "D"), color=colors[tokenizer])
             ax.text(xs[-1] + 0.01, values[rules[-1]], f" {tokenizer}", fontsize=7, va="center",
                     color=colors[tokenizer])
         ax.text(k + width / 2, 1.02, f"{model} / {dataset}", transform=ax.get_xaxis_transform(), ha="center",
                 fontsize=8)
-    ax.set_xticks([k + width * 0.15 + width * 0.7 * i / (len(rules) - 1) for k in range(len(pairs))
-                   for i in range(len(rules))], [f"equal {r}" for _ in pairs for r in rules], fontsize=7)
+        ticks += xs
+        labels += [f"equal {r}" for r in rules]
+    ax.set_xticks(ticks, labels, fontsize=7)
     ax.set_ylabel("test bits per character")
-    ax.set_title("Equal tokens vs equal characters: how the comparison changes with the matching rule", pad=18)
+    ax.set_title("How the comparison changes with the matching rule (equal tokens, FLOPs or characters)", pad=18)
     fig.tight_layout()
     return fig
 

@@ -6,7 +6,9 @@ A cell is one point of the grid (``model``, ``preset``, ``tokenizer``, ``dataset
 * ``chars``: the same characters of training text and of context (each converted to tokens
   with the tokenizer's characters per token at resolution);
 * ``tokens``: the same number of training tokens and a context of the same number of tokens;
-* ``steps``: the same number of optimizer steps on segments of the same number of tokens.
+* ``steps``: the same number of optimizer steps on segments of the same number of tokens;
+* ``flops``: the same training compute (each model's FLOPs per token times tokens), with the same context
+  in characters: the comparison a compute-limited study makes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from bench.study.config import MatrixConfig
 
 CORE_AXES = ("model", "preset", "tokenizer", "dataset", "seed", "match")
 # rule -> (the [budget] key that is held equal, the [context] key that is held equal)
-MATCH_RULES = {"chars": ("chars", "chars"), "tokens": ("tokens", "tokens"), "steps": ("steps", "tokens")}
+MATCH_RULES = {"chars": ("chars", "chars"), "tokens": ("tokens", "tokens"), "steps": ("steps", "tokens"),
+               "flops": ("flops", "chars")}
 
 
 def expand(config: MatrixConfig) -> list[dict]:

@@ -108,11 +108,12 @@ def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: Run
     with torch.device("meta"):
         model = build_model(spec.model, resolved.model)
     train = resolved.train
+    flops_per_token = 3 * model.flops_per_token(train.bptt)
     tokens = resolved.budget.planned_tokens(facts.chars_per_token, epoch_tokens(facts.train_tokens, train.batch_size),
-                                            mean_step_tokens(train))
+                                            mean_step_tokens(train), flops_per_token)
     return PlannedRun(
         cell, phase_name, resolved.spec, resolved, current_status(run_dir, resolved.run_id()),
         params_total=model.num_params(), params_non_embedding=model.non_embedding_params(), train_tokens=tokens,
         train_chars=tokens * facts.chars_per_token if tokens else None,
-        train_flops=3 * model.flops_per_token(train.bptt) * tokens if tokens else None,
+        train_flops=flops_per_token * tokens if tokens else None,
     )

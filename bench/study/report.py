@@ -222,6 +222,11 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
         doc.para("This matrix uses one matching rule; no ranking comparison.")
     elif rows := matching_rows(done):
         doc.table(rows, list(rows[0]))
+    doc.heading("7. Equal compute")
+    doc.figure(*_save(figures.compute_figure(curves), out, "7-equal-compute"),
+               "Validation bits per byte against training FLOPs (the model's FLOPs per token, forward and backward, "
+               "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
+               "`match = \"flops\"` gives every cell of a matrix the same training FLOPs.")
 
 
 def _paired_section(doc: Document, study: Study) -> None:
