@@ -57,7 +57,7 @@ def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
         assert m["n_bytes"] == len(text.encode()) == m["n_tokens"]  # byte scheme: every byte scored
     assert result.model.params_total > result.model.params_non_embedding > 0
     assert result.training.steps == 12 and result.training.chars_per_second > 0
-    assert result.evaluation.layout == {"streams": 4, "chunk": 32, "window": None}
+    assert result.evaluation.layout == {"streams": 4, "chunk": 32, "window": None, "precision": "float32"}
     assert result.data.splits["test"].sha256 and result.data.verified is False
     assert result.provenance.git["commit"] and result.provenance.device["type"] == "cpu"
     assert result.tokenizer.hash and result.resolved["model"]["emsize"] == 16
@@ -146,6 +146,14 @@ def test_baselines_learn(data_dir, tmp_path, model):
     assert result.metrics["test"].bits_per_token < 0.75 * uniform_bits
     if model == "transformer":
         assert result.evaluation.layout["window"] == 16 and result.evaluation.layout["chunk"] == 8
+
+
+def test_final_numbers_can_come_from_one_stream(data_dir, tmp_path):
+    many = train(spec(data_dir, tmp_path / "many"), show_progress=False)
+    one = train(spec(data_dir, tmp_path / "one", final_eval_streams=1), show_progress=False)
+    assert one.evaluation.layout["streams"] == 1 and many.evaluation.layout["streams"] == 4
+    assert one.metrics["test"].n_tokens == many.metrics["test"].n_tokens  # every token scored once either way
+    assert one.metrics["test"].total_nll_nats != many.metrics["test"].total_nll_nats  # no restarts from <bos>
 
 
 def test_checkpoint_round_trip_and_eval_reproduces_the_result(data_dir, tmp_path):

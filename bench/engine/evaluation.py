@@ -35,12 +35,14 @@ class EvalLayout:
     streams: int
     chunk: int  # tokens per forward pass (the Transformer's stride)
     window: int | None = None  # the Transformer's context (window) length; None for recurrent models
+    precision: str = "float32"  # of the model's body; the output projection and softmax are always float32
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None = None) -> EvalLayout:
+def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None = None,
+               amp: torch.dtype | None = None) -> EvalLayout:
     """A run's evaluation layout: recurrent models carry their state through ``bptt``-token chunks;
     the Transformer slides a window of its context with a stride of half of it, unless ``chunk`` is given."""
     window = None if model.carries_state_in_training else getattr(model.config, "context", None)
@@ -48,7 +50,8 @@ def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None 
         raise BenchError(f"an evaluation chunk of {chunk} tokens is longer than the Transformer's window of {window}: "
                          f"it is the window's stride; use at most {window}")
     default_chunk = bptt if window is None else max(1, window // 2)
-    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window)
+    precision = "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
+    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision)
 
 
 @dataclass
@@ -106,8 +109,8 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
         y = targets_t[:, t:t + layout.chunk]
         with autocast(device, amp_dtype):
             hidden, state = model(x, state)
-            logits = model.logits(hidden)
-        nll = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1),
+        logits = model.logits(hidden.float())  # the output projection and softmax in float32, whatever the body ran in
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
                               ignore_index=-100, reduction="none").view(y.shape)
         total += nll.sum(dtype=torch.float64)
         if token_nll is not None:

@@ -64,8 +64,8 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     split_data = open_split(loaded.spec.dataset, split, data_dir)
     ids = encoded_split(loaded.tokenizer, split_data, data_dir)
     text = split_data.read_text()
-    layout = run_layout(loaded.model, streams or loaded.train.eval_streams, loaded.train.bptt,
-                        chunk or loaded.train.eval_chunk)
+    layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
+                        loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.amp)
     result = evaluate_ids(loaded.model, ids, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
                           keep_token_nll=dump is not None)
     if dump is not None:

@@ -11,7 +11,7 @@ these dataclasses. Layout of ``result.json`` (schema version 2)::
     data          corpus, verified, splits: per split file, size, sha256, status, verified
     training      steps, epochs, tokens, chars (those the tokens seen begin), seconds, throughput, best step
                   and its valid bits/char, FLOPs
-    evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window}, what was scored
+    evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window, precision}, what was scored
     metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless
     comparable, comparability_notes
     provenance    git commit and dirty flag, library versions, device, machine, start, finish, wall seconds
@@ -108,7 +108,7 @@ class TrainingSummary:
 @dataclass
 class EvaluationSummary:
     weights: str
-    layout: dict[str, Any]  # streams, chunk, window (bench.engine.evaluation.EvalLayout)
+    layout: dict[str, Any]  # streams, chunk, window, precision (bench.engine.evaluation.EvalLayout)
     scored: str
 
 
@@ -204,6 +204,7 @@ class RunResult:
             "epochs": self.training.epochs, "train_seconds": self.training.seconds,
             "train_chars_per_second": self.training.chars_per_second, "best_step": self.training.best_step,
             "eval_streams": layout["streams"], "eval_chunk": layout["chunk"], "eval_window": layout["window"],
+            "eval_precision": layout.get("precision", "float32"),
         }
         for split, metrics in self.metrics.items():
             row.update({f"{split}_{k}": v for k, v in asdict(metrics).items() if k != "eval_seconds"})

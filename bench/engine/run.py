@@ -127,7 +127,7 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     if (out / BEST).is_file():
         trainer.load_weights(checkpoint.load(out / BEST)["model"], out / BEST)
         evaluated = f"best (step {trainer.progress.best_step})"
-    layout = trainer.eval_layout()
+    layout = trainer.eval_layout(final=True)
     metrics = evaluate_splits(trainer.model, trainer.corpus, layout, trainer.device, trainer.amp,
                               config.train.final_splits, out if config.train.dump_token_losses else None,
                               trainer.ranks)

@@ -49,7 +49,8 @@ class TrainConfig:
     eval_every: int = 100  # steps between validations (0: only at the end)
     eval_max_chars: Optional[int] = None  # validation during training scores the first N characters (whole lines)
     eval_max_tokens: Optional[int] = None  # or the first N tokens: not the same text under each tokenization
-    eval_streams: int = 16  # evaluation lays a split out in this many parallel streams
+    eval_streams: int = 16  # evaluation lays a split out in this many parallel streams, each from <bos>
+    final_eval_streams: Optional[int] = None  # for the final numbers (1: one stream, never restarted; none: the same)
     eval_chunk: Optional[int] = None  # tokens per evaluation forward pass (default bptt); Transformer: stride
     checkpoint_every: int = 100
     log_every: int = 10
@@ -70,7 +71,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes", "max_train_flops",
-                     "context_chars", "eval_chunk", "eval_max_chars", "eval_max_tokens"):
+                     "context_chars", "eval_chunk", "eval_max_chars", "eval_max_tokens", "final_eval_streams"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive (or none)")

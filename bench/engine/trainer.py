@@ -110,8 +110,10 @@ class Trainer:
     def chars_per_token(self) -> float:
         return self.config.data.chars_per_token
 
-    def eval_layout(self) -> EvalLayout:
-        return run_layout(self.model, self.cfg.eval_streams, self.cfg.bptt, self.cfg.eval_chunk)
+    def eval_layout(self, final: bool = False) -> EvalLayout:
+        """Validation's layout, or with ``final`` that of the final numbers (``final_eval_streams`` if set)."""
+        streams = self.cfg.final_eval_streams if final and self.cfg.final_eval_streams else self.cfg.eval_streams
+        return run_layout(self.model, streams, self.cfg.bptt, self.cfg.eval_chunk, self.amp)
 
     def usage(self) -> Usage:
         p = self.progress
