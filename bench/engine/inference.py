@@ -112,3 +112,23 @@ def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: fl
 def printable(text: str) -> str:
     """Undecodable bytes (lone surrogates) shown as U+FFFD so the text can be printed."""
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def evaluate_marginal(path: str | Path, split: str, data_dir: str | Path | None, draws: int, lines: int | None,
+                      seed: int = 0):
+    """The marginal-likelihood estimate of a split (or of ``lines`` of its lines drawn at random) under a
+    checkpoint: see bench.engine.marginal."""
+    from bench.engine.marginal import proposal_log_weights, score_lines, summarize
+
+    loaded = load_model(path, "auto")
+    data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
+    text = open_split(loaded.spec.dataset, split, data_dir).read_text()
+    train = encoded_split(loaded.tokenizer, open_split(loaded.spec.dataset, "train", data_dir), data_dir)
+    candidates = [i for i, line in enumerate(text.splitlines(keepends=True)) if line.strip()]
+    rng = np.random.default_rng(seed)
+    chosen = set(candidates) if lines is None or lines >= len(candidates) else \
+        set(rng.choice(candidates, size=lines, replace=False).tolist())
+    estimates, n_bytes = score_lines(loaded.model, loaded.tokenizer, text, chosen, draws,
+                                     proposal_log_weights(loaded.tokenizer, train), loaded.train.bptt,
+                                     loaded.device, loaded.amp, rng)
+    return summarize(split, estimates, n_bytes, draws)

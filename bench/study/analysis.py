@@ -37,6 +37,11 @@ class RunData:
         path = self.run_dir / LOG
         return [json.loads(line) for line in read_log_lines(path)] if path.is_file() else []
 
+    def marginal(self, split: str = "test") -> dict | None:
+        """The estimate of ``bench eval --marginal`` saved in the run folder, if any."""
+        path = self.run_dir / f"marginal.{split}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
     def token_nll(self, split: str = "test") -> np.ndarray | None:
         path = self.run_dir / f"token_nll.{split}.npy"
         return np.load(path).astype(np.float64) if path.is_file() else None

@@ -118,6 +118,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     _word_sections(doc, study, out, profiles, unk)
     _training_sections(doc, study, out)
     _paired_section(doc, study)
+    _marginal_section(doc, study)
     failed = study.table[study.table["status"] != RunStatus.DONE.value]
     if not failed.empty:
         doc.heading("Runs that did not finish")
@@ -248,6 +249,25 @@ def _paired_section(doc: Document, study: Study) -> None:
     if not tested:
         doc.para("**No p-value is shown: every comparison has one seed on a side.** Train two or more seeds "
                  "per tokenization (a `seed` axis in the config) to test the differences.")
+
+
+def _marginal_section(doc: Document, study: Study) -> None:
+    doc.heading("Beyond the canonical segmentation")
+    rows = [{"model": run.row["model"], "tokenizer": run.row["tokenizer"], "seed": run.row["seed"],
+             "lines": m["lines"], "draws per line": m["draws_per_line"],
+             "canonical bits/byte": round(m["canonical_bits_per_byte"], 5),
+             "marginal bits/byte": f"{m['marginal_bits_per_byte']:.5f} ± {m['marginal_se']:.5f}",
+             "gap": f"{100 * m['relative_gap']:.3f}%"}
+            for run in study.runs.values() if (m := run.marginal("test"))]
+    if not rows:
+        doc.para("No run has an estimate of the likelihood over all segmentations (`bench eval RUN --marginal K` "
+                 "makes one, for byte, BPE and sentencepiece schemes).")
+        return
+    doc.table(rows, list(rows[0]), "The test lines' likelihood summed over every segmentation in the scheme's "
+              "lattice against that of the canonical segmentation alone. The canonical probability is exact and "
+              "the rest is importance-sampled, so the marginal is never worse; the log of a sampled mean "
+              "underestimates in expectation, so the gap shown is, in expectation, a lower bound (± one Monte "
+              "Carlo standard error).")
 
 
 def _save(fig, out: Path, name: str) -> tuple[str, bytes]:
