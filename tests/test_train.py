@@ -328,3 +328,21 @@ def test_cli_train_eval_sample(data_dir, tmp_path, cli):
     described = cli("models", "describe", "sha-rnn", "--preset", "paper", "--vocab-size", "256", "--json")
     info = json.loads(described.stdout)
     assert info["params_total"] == 53_825_792 and info["flops_per_token_train"] > 3 * 2 * 50_000_000
+
+
+def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, monkeypatch):
+    from bench.engine.evaluation import evaluate_ids, run_layout
+    from bench.models.sharnn import SHARNN
+
+    result = train(spec(data_dir, tmp_path / "run", max_steps=3), show_progress=False)
+    model = load_model(tmp_path / "run").model
+    seen = []
+    original = SHARNN.logits
+    monkeypatch.setattr(SHARNN, "logits", lambda self, hidden: seen.append(hidden.dtype) or original(self, hidden))
+    ids = np.frombuffer((data_dir / "toy" / "test.txt").read_bytes()[:2000], dtype=np.uint8)
+    layout = run_layout(model, 4, 16, 32, torch.bfloat16)
+    bf16 = evaluate_ids(model, ids, 256, layout, torch.device("cpu"), torch.bfloat16)
+    full = evaluate_ids(model, ids, 256, run_layout(model, 4, 16, 32), torch.device("cpu"), None)
+    assert layout.precision == "bfloat16 autocast" and result.evaluation.layout["precision"] == "float32"
+    assert set(seen) == {torch.float32}  # the body ran in bf16, the projection did not
+    assert bf16.total_nll_nats == pytest.approx(full.total_nll_nats, rel=2e-2)

@@ -74,3 +74,16 @@ def test_holm_adjusts_the_family_together():
     # sorted 0.01, 0.03, 0.04 -> 3 x 0.01, 2 x 0.03, max(0.06, 1 x 0.04): the adjustment is monotone
     assert holm([0.01, 0.04, None, 0.03]) == pytest.approx([0.03, 0.06, None, 0.06])
     assert holm([0.5, 0.9]) == [1.0, 1.0] and holm([None]) == [None]
+
+
+def test_the_vocabulary_sweep_never_pools_matching_rules():
+    import pandas as pd
+
+    from bench.study.figures import vocab_sweep_figure
+
+    rows = [{"model": "lstm", "tokenizer": t, "match": m, "test_bits_per_char": b, "test_token_perplexity": p,
+             "flags": ""} for t, m, b, p in [("byte", "chars", 3.0, 8.0), ("bpe:512", "chars", 2.6, 40.0),
+                                             ("byte", "tokens", 3.2, 9.0), ("bpe:512", "tokens", 2.4, 35.0)]]
+    fig = vocab_sweep_figure(pd.DataFrame(rows))
+    lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
+    assert lines == {"lstm bpe (equal chars)": [3.0, 2.6], "lstm bpe (equal tokens)": [3.2, 2.4]}
