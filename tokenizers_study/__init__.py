@@ -16,6 +16,7 @@ from tokenizers_study.bpe import BPETokenizer
 from tokenizers_study.byte_level import ByteTokenizer
 from tokenizers_study.char import CharTokenizer
 from tokenizers_study.errors import TokenizerError
+from tokenizers_study.pretrained import HFTokenizerFile, SentencePieceModelFile
 from tokenizers_study.sentencepiece_schemes import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer
 from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
 
@@ -29,8 +30,16 @@ FAMILIES: dict[str, type[Tokenizer]] = {
         SentencePieceUnigramTokenizer,
         WordTokenizer,
         OpenWordTokenizer,
+        HFTokenizerFile,
+        SentencePieceModelFile,
     )
 }
+
+
+def is_pretrained(scheme: str) -> bool:
+    """Whether a scheme name names a tokenizer file (hf:PATH, spm:PATH) rather than a scheme trained here."""
+    family = scheme.strip().partition(":")[0]
+    return family in FAMILIES and FAMILIES[family].pretrained
 
 
 def train_tokenizer(scheme: str | SchemeSpec, text: str) -> Tokenizer:
@@ -64,6 +73,7 @@ __all__ = [
     "SchemeSpec",
     "Tokenizer",
     "TokenizerError",
+    "is_pretrained",
     "load_tokenizer",
     "parse_scheme",
     "tokenizer_from_bytes",

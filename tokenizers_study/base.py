@@ -33,13 +33,17 @@ BOS = "<bos>"
 
 @dataclass(frozen=True)
 class SchemeSpec:
-    """A parsed scheme name: its family and, for trained vocabularies, the size N."""
+    """A parsed scheme name: its family and, for trained vocabularies, the size N; for a tokenizer trained
+    elsewhere, the path of its file."""
 
     family: str
     size: int | None = None
+    path: str | None = None
 
     @property
     def name(self) -> str:
+        if self.path is not None:
+            return f"{self.family}:{self.path}"
         return self.family if self.size is None else f"{self.family}:{self.size}"
 
 
@@ -50,6 +54,10 @@ def parse_scheme(name: str) -> SchemeSpec:
     if family not in FAMILIES:
         raise TokenizerError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
     cls = FAMILIES[family]
+    if cls.pretrained:
+        if not size_text:
+            raise TokenizerError(f"scheme {family!r} needs the path of its file: write {family}:PATH")
+        return SchemeSpec(family, path=size_text)
     if cls.min_size is None:
         if size_text:
             raise TokenizerError(f"scheme {family!r} takes no size; write it as {family!r}")
@@ -62,7 +70,7 @@ def parse_scheme(name: str) -> SchemeSpec:
     return SchemeSpec(family, size)
 
 
-SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N")
+SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N", "hf:PATH", "spm:PATH")
 
 
 @dataclass
@@ -83,6 +91,7 @@ class Tokenizer(ABC):
     min_size: ClassVar[int | None] = None  # None: the scheme takes no size
     min_size_why: ClassVar[str] = ""
     lossless_scheme: ClassVar[bool] = True  # False where some texts cannot be recovered (word:N)
+    pretrained: ClassVar[bool] = False  # True: loaded from a file (the scheme's path), never trained here
     # Characters the underlying library cannot take; they are encoded as byte tokens.
     escape_pattern: ClassVar[re.Pattern | None] = None
 
@@ -199,7 +208,30 @@ class Tokenizer(ABC):
         if decoded == text:
             return LossReport(True)
         at = next((i for i, (a, b) in enumerate(zip(decoded, text)) if a != b), min(len(decoded), len(text)))
-        return LossReport(False, detail=f"decoding differs from the text at character {at}")
+        return LossReport(False, lost_bytes=lost_bytes(text, decoded),
+                          detail=f"decoding differs from the text at character {at}")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec.name} vocab={self.vocab_size}>"
+
+
+def lost_bytes(text: str, decoded: str) -> int:
+    """Bytes of ``text`` that ``decoded`` does not give back: lines are matched first, then the bytes of lines
+    that differ (difflib's matching blocks)."""
+    import difflib
+
+    lines, back = text.split("\n"), decoded.split("\n")
+    lost = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines, back, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        pairs = zip(lines[i1:i2], back[j1:j2]) if i2 - i1 == j2 - j1 else [("\n".join(lines[i1:i2]),
+                                                                             "\n".join(back[j1:j2]))]
+        for line, other in pairs:
+            a, b = text_bytes(line), text_bytes(other)
+            if len(a) * len(b) > 10**8:  # too long to align: count it all as lost
+                lost += len(a)
+                continue
+            lost += len(a) - sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False)
+                                 .get_matching_blocks())
+    return lost

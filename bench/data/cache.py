@@ -5,8 +5,10 @@ Keys are content hashes, never names or timestamps:
 * a trained tokenizer is keyed by its scheme, the sha256 of the train split it
   was trained on, the version of the library that trained it and a hash of the
   scheme's code;
-* an encoded split is keyed by the split file's sha256 and the tokenizer's
-  hash (the sha256 of its saved file).
+* an encoded split is keyed by the split file's sha256, the tokenizer's
+  hash (the sha256 of its saved file; for a pretrained tokenizer, of its own
+  file) and the same hash of the code that encodes with it;
+* a pretrained tokenizer (``hf:PATH``, ``spm:PATH``) is read from its file.
 
 Split files are re-hashed every time they are opened (``open_split``), so a
 changed file or tokenizer can never pick up a stale cache entry. Encoded
@@ -37,7 +39,8 @@ def _trainer_fingerprint(family: str) -> str:
     reuses a tokenizer trained before it."""
     from importlib.metadata import version
 
-    library = {"bpe": "tokenizers", "sp-bpe": "sentencepiece", "sp-unigram": "sentencepiece"}.get(family)
+    library = {"bpe": "tokenizers", "hf": "tokenizers", "sp-bpe": "sentencepiece", "sp-unigram": "sentencepiece",
+               "spm": "sentencepiece"}.get(family)
     lib = f"{library}-{version(library)}" if library else "builtin"
     code = hashlib.sha256()
     for module in (inspect.getmodule(FAMILIES[family]), tokenizer_base, tokenizer_text):
@@ -54,6 +57,8 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
     """The scheme trained on ``corpus``'s train split, from the cache or trained now."""
     data_dir = resolve_data_dir(data_dir)
     spec = parse_scheme(scheme)
+    if FAMILIES[spec.family].pretrained:  # loaded from its file, never trained: nothing to cache
+        return FAMILIES[spec.family].load(spec)
     train = train or open_split(corpus, "train", data_dir)
     safe = spec.name.replace(":", "-")
     path = (data_dir / "cache" / "tokenizers" / corpus /
@@ -70,7 +75,8 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
 
 
 def _encoded_path(data_dir: Path, split: SplitData, tokenizer: Tokenizer) -> Path:
-    name = f"{split.split}.{split.sha256[:20]}.{tokenizer.hash[:20]}.npy"
+    """Keyed by the split's sha256, the tokenizer's hash and the code that encodes with it."""
+    name = f"{split.split}.{split.sha256[:20]}.{tokenizer.hash[:20]}.{_trainer_fingerprint(tokenizer.spec.family)}.npy"
     return data_dir / "cache" / "encoded" / split.corpus / name
 
 

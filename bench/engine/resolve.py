@@ -21,6 +21,7 @@ from bench.data.facts import DataFacts
 from bench.engine.budget import Budget, epoch_tokens
 from bench.engine.spec import RunSpec, TrainConfig, allowed_keys, parse_overrides
 from bench.errors import BenchError
+from tokenizers_study import is_pretrained
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class RunConfig:
         (tokenizer hash, split checksums), not where the run is written or on which device."""
         spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
         spec["overrides"] = {k: v for k, v in spec["overrides"].items() if k not in ("device", "init_from")}
+        if is_pretrained(spec["tokenizer"]):  # a pretrained tokenizer is its file, whose sha256 is in the data's
+            spec["tokenizer"] = spec["tokenizer"].partition(":")[0]  # identity: the path that names it is not
         train = asdict(self.train)
         train.pop("device")
         if train["init_from"]:  # the previous run's folder name carries its run id; its location does not matter

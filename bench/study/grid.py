@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 from bench.engine.budget import LIMITS, limit_for
 from bench.engine.spec import RunSpec, validate_spec
 from bench.errors import USER_ERRORS, BenchError
 from bench.study.config import MatrixConfig
+from tokenizers_study import is_pretrained
 
 CORE_AXES = ("model", "preset", "tokenizer", "dataset", "seed", "match")
 # rule -> (the [budget] key that is held equal, the [context] key that is held equal)
@@ -81,12 +83,21 @@ def cell_spec(config: MatrixConfig, cell: dict, phase: dict | None, init_from: s
         if phase.get("init_from") == "previous" and init_from:
             overrides["init_from"] = init_from
     try:
-        spec = RunSpec(model=cell["model"], preset=cell["preset"], tokenizer=str(cell["tokenizer"]),
+        spec = RunSpec(model=cell["model"], preset=cell["preset"],
+                       tokenizer=_pretrained_path(str(cell["tokenizer"]), config.path.parent),
                        dataset=cell["dataset"], seed=cell["seed"], overrides=overrides,
                        data_dir=config.data_dir)
         return validate_spec(spec)
     except USER_ERRORS as exc:
         raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
+
+
+def _pretrained_path(scheme: str, config_dir: Path) -> str:
+    """A pretrained tokenizer's path (hf:PATH, spm:PATH) is relative to the config file, like corpora's."""
+    family, _, path = scheme.partition(":")
+    if is_pretrained(scheme) and path and not Path(path).is_absolute():
+        return f"{family}:{config_dir / path}"
+    return scheme
 
 
 def cell_specs(config: MatrixConfig) -> list[RunSpec]:

@@ -1,0 +1,120 @@
+"""Tokenizers trained elsewhere as schemes (hf:PATH, spm:PATH): loaded not retrained, identified by their file,
+their losslessness measured, their special tokens never swallowing text; in stats, training and a matrix."""
+
+import hashlib
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tokenizers_study import TokenizerError, parse_scheme, train_tokenizer
+
+
+def gpt2_like(folder, text):
+    """A byte-level BPE with GPT-2's pre-tokenizer, decoder and special token, saved as tokenizer.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(text.splitlines(), trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def lowercasing(folder, text):
+    """A WordPiece-style tokenizer that normalises (NFKC, lower case) and splits on whitespace: lossy."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.train_from_iterator(text.splitlines(), trainers.WordPieceTrainer(vocab_size=300,
+                                                                                special_tokens=["[UNK]"]))
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
+def spm_model(path, text, **options):
+    import sentencepiece as spm
+
+    with open(path, "wb") as out:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(text.splitlines()), model_writer=out, vocab_size=300,
+                                       model_type="unigram", hard_vocab_limit=False, **options)
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, corpus_text):
+    root = tmp_path_factory.mktemp("pretrained")
+    return {"gpt2": gpt2_like(root / "gpt2", corpus_text), "lower": lowercasing(root / "lower", corpus_text),
+            "spm-nfkc": spm_model(root / "nfkc.model", corpus_text, normalization_rule_name="nmt_nfkc"),
+            "spm-bytes": spm_model(root / "bytes.model", corpus_text, normalization_rule_name="identity",
+                                   byte_fallback=True, add_dummy_prefix=False, remove_extra_whitespaces=False)}
+
+
+def test_a_pretrained_tokenizer_is_its_file(files, tmp_path):
+    tok = train_tokenizer(f"hf:{files['gpt2']}", "ignored: nothing is trained")
+    file = files["gpt2"] / "tokenizer.json"
+    assert tok.hash == hashlib.sha256(file.read_bytes()).hexdigest()
+    shutil.copy(file, tmp_path / "elsewhere.json")
+    assert train_tokenizer(f"hf:{tmp_path / 'elsewhere.json'}", "").hash == tok.hash  # whatever path names it
+    assert parse_scheme(f"spm:{files['spm-nfkc']}").path == str(files["spm-nfkc"])
+    with pytest.raises(TokenizerError, match="no tokenizer file"):
+        train_tokenizer(f"hf:{tmp_path / 'missing'}", "")
+    with pytest.raises(TokenizerError, match="needs the path"):
+        parse_scheme("hf")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "spm-bytes"])
+def test_byte_level_pretrained_tokenizers_are_lossless(files, name, adversarial_texts):
+    family = "hf" if name == "gpt2" else "spm"
+    tok = train_tokenizer(f"{family}:{files[name]}", "")
+    for text in adversarial_texts:
+        if family == "spm" and "\u2581" in text:  # sentencepiece reads its space mark as a space: measured lossy
+            assert not tok.loss_report(text).lossless
+            continue
+        assert tok.decode(tok.encode(text)) == text, text
+    assert 0 <= tok.bos_id < tok.vocab_size
+
+
+def test_special_tokens_in_the_text_are_text(files):
+    tok = train_tokenizer(f"hf:{files['gpt2']}", "")
+    text = "a story <|endoftext|> and another"
+    ids = tok.encode(text)
+    assert tok.bos_id not in ids.tolist() and tok.decode(ids) == text
+    assert tok.bos_id == json.loads((files["gpt2"] / "tokenizer.json").read_text())["added_tokens"][0]["id"]
+
+
+@pytest.mark.parametrize("name", ["lower", "spm-nfkc"])
+def test_normalising_tokenizers_are_measured_lossy(files, name):
+    family = "hf" if name == "lower" else "spm"
+    tok = train_tokenizer(f"{family}:{files[name]}", "")
+    text = "The  Zürich ﬁle\n second line\tTAB\n"  # double space, a ligature, a tab, capitals
+    report = tok.loss_report(text)
+    assert not report.lossless and 0 < report.lost_bytes <= len(text.encode())
+
+
+def test_pretrained_schemes_in_stats_training_and_a_matrix(files, tmp_path, make_toy_corpus, cli):
+    data = make_toy_corpus(tmp_path)
+    stats = cli("tokenize", "stats", "--dataset", "toy", "--schemes", f"hf:{files['gpt2']},hf:{files['lower']}",
+                "--splits", "test", "--json", "--data-dir", str(data))
+    assert stats.returncode == 0, stats.stderr
+    records = {r["scheme"].split("/")[-1] if "gpt2" in r["scheme"] else "lower": r for r in json.loads(stats.stdout)}
+    assert records["gpt2"]["lossless"] and not records["lower"]["lossless"] and records["lower"]["lost_bytes"] > 0
+    shutil.copytree(files["gpt2"], tmp_path / "config" / "tok")
+    (tmp_path / "config" / "m.toml").write_text(
+        '[matrix]\nname = "pt"\n[axes]\nmodel = ["lstm"]\ntokenizer = ["hf:tok", "byte"]\ndataset = ["toy"]\n'
+        '[budget]\nchars = 2_000\n[context]\nchars = 32\n[shared]\nbatch_size = 4\nemsize = 16\nnhid = 16\n'
+        'eval_every = 5\neval_max_chars = 500\n')
+    done = cli("run-matrix", str(tmp_path / "config" / "m.toml"), "--results", str(tmp_path / "results"),
+               "--data-dir", str(data), "--quiet")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(next((tmp_path / "results").glob("lstm-tiny-hftok-*/result.json")).read_text())
+    assert result["tokenizer"]["hash"] == hashlib.sha256((files["gpt2"] / "tokenizer.json").read_bytes()).hexdigest()
+    assert result["comparable"] is True and result["metrics"]["test"]["lossless"] is True
+    assert np.isfinite(result["metrics"]["test"]["bits_per_byte"])
