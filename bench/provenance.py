@@ -54,8 +54,8 @@ def comparability(tokenizer: str, lossy_splits: list[str], data_status: dict[str
     notes = []
     if lossy_splits:
         notes.append(f"lossy tokenization: {tokenizer} cannot give back {', '.join(lossy_splits)} "
-                     f"(decoding does not give the text back: unknown words become <unk>, or the text is normalised); bits per byte/char and word perplexity "
-                     f"are not comparable with lossless schemes")
+                     f"(unknown words become <unk>, or the text is normalised); bits per byte/char and word "
+                     f"perplexity are not comparable with lossless schemes")
     unverified = [s for s, status in data_status.items() if status == "unverified"]
     if "train" in unverified:  # the weights and the tokenizer come from it, whatever split is scored
         notes.append("unverified data: trained on a train split that is not the official file")
