@@ -28,6 +28,7 @@ app.command("train")(runs.train_command)
 app.command("eval")(runs.eval_command)
 app.command("sample")(runs.sample_command)
 app.command("speed")(runs.speed_command)
+app.command("eval-hf")(runs.eval_hf_command)
 app.command("run-matrix")(study.run_matrix_command)
 app.command("report")(study.report_command)
 

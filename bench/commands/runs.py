@@ -13,6 +13,7 @@ from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_
                                    data_dir_option, metrics_table, parse_pairs, print_comparability,
                                    sizing_dataset_option, sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
+from bench.fileio import require_folder
 
 
 def train_command(
@@ -170,3 +171,50 @@ def speed_command(
           f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s")
     if info["budget_hours"] is not None:
         print(f"budget: {info['budget_steps']:,} steps, about {info['budget_hours']:.2f} hours of training here")
+
+
+def eval_hf_command(
+    model_dir: Path = typer.Argument(..., metavar="MODEL", help="A local folder with a HuggingFace causal LM and "
+                                     "its tokenizer (save_pretrained); the hub is never reached."),
+    dataset: str = typer.Option("wikitext-2", "--dataset", help="Corpus (fetched with `bench data fetch`)."),
+    split: str = typer.Option("test", "--split", help="train, valid or test."),
+    stride: Optional[int] = typer.Option(None, "--stride", help="Tokens between windows (default: half the "
+                                         "window); every token is predicted once."),
+    window: Optional[int] = typer.Option(None, "--window", help="Window length (default: the model's context)."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Windows per forward pass."),
+    precision: str = typer.Option("auto", "--precision", help="auto (bf16 autocast on a GPU, float32 on the "
+                                  "CPU), float32 or bfloat16; the output projection is always float32."),
+    conventions: str = typer.Option("bench", "--conventions", help="bench, or lm-eval: also score it as "
+                                    "lm-evaluation-harness's wikitext task does (needs lm_eval)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for result.json (default: runs/hf-<model>-"
+                                       "<dataset>-<split>)."),
+    data_dir: Optional[Path] = data_dir_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print result.json."),
+) -> None:
+    """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
+    from dataclasses import asdict
+
+    from bench.engine.hf_eval import HFEvalSettings, evaluate_pretrained
+
+    if conventions not in ("bench", "lm-eval"):
+        raise BenchError(f"--conventions must be bench or lm-eval, not {conventions!r}")
+    if split not in ("train", "valid", "test"):
+        raise BenchError(f"--split must be train, valid or test, not {split!r}")
+    folder = out or Path("runs") / f"hf-{model_dir.name}-{dataset}-{split}"
+    require_folder(folder, "--out")
+    result = evaluate_pretrained(HFEvalSettings(str(model_dir), dataset, split, stride, window, batch_size,
+                                                conventions == "lm-eval", precision,
+                                                str(data_dir) if data_dir else None, str(folder)))
+    if as_json:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    print(f"{result.model.name} ({result.model.params_total:,} parameters) on {dataset} {split}; "
+          f"windows {result.evaluation.layout}")
+    print(metrics_table({split: asdict(m) for split, m in result.metrics.items()}))
+    print_comparability(result.comparable, result.comparability_notes)
+    if result.evaluation.other_conventions:
+        other = result.evaluation.other_conventions
+        print(f"as lm-evaluation-harness scores wikitext ({other['documents']} documents apart, detokenized): "
+              f"word perplexity {other['word_perplexity']:,.2f}, byte perplexity {other['byte_perplexity']:.4f}, "
+              f"bits per byte {other['bits_per_byte']:.4f}")
+    print(f"result: {folder / 'result.json'}")

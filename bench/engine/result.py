@@ -22,6 +22,7 @@ Version 1 files (no ``schema_version``, status "completed") are read as version 
 from __future__ import annotations
 
 import json
+import types
 import typing
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from enum import StrEnum
@@ -61,7 +62,7 @@ class ModelSummary:
     name: str
     params_total: int
     params_non_embedding: int
-    train_flops_per_token: float
+    train_flops_per_token: Optional[float]  # None for a model trained elsewhere
 
 
 @dataclass
@@ -69,7 +70,7 @@ class TokenizerSummary:
     scheme: str
     hash: str
     vocab_size: int
-    chars_per_token_train: float
+    chars_per_token_train: Optional[float]  # None for a model trained elsewhere
     lossless: dict[str, bool]  # per evaluated split: decoding gives the text back
 
 
@@ -110,6 +111,7 @@ class EvaluationSummary:
     weights: str
     layout: dict[str, Any]  # streams, chunk, window, precision (bench.engine.evaluation.EvalLayout)
     scored: str
+    other_conventions: Optional[dict[str, Any]] = None  # the same model scored as another harness scores it
 
 
 @dataclass
@@ -162,7 +164,7 @@ class RunResult:
     model: ModelSummary
     tokenizer: TokenizerSummary
     data: DataSummary
-    training: TrainingSummary
+    training: Optional[TrainingSummary]  # None for a model trained elsewhere (bench eval-hf)
     evaluation: EvaluationSummary
     metrics: dict[str, SplitMetrics]
     comparable: bool
@@ -190,22 +192,24 @@ class RunResult:
                              f"run the run again") from None
 
     def flat(self) -> dict[str, Any]:
-        """The result as one runs.csv row (after the matrix's own columns)."""
-        train, layout, prov = self.resolved["train"], self.evaluation.layout, self.provenance
+        """The result as one runs.csv row (after the matrix's own columns); a model trained elsewhere leaves the
+        training columns empty."""
+        layout, prov, bptt = self.evaluation.layout, self.provenance, self.resolved["train"].get("bptt")
+        cpt = self.tokenizer.chars_per_token_train
         row: dict[str, Any] = {
             "verified": self.data.verified, "comparable": self.comparable,
             "comparability_notes": " | ".join(self.comparability_notes),
             "params_total": self.model.params_total, "params_non_embedding": self.model.params_non_embedding,
             "train_flops_per_token": self.model.train_flops_per_token, "tokenizer_hash": self.tokenizer.hash,
-            "vocab_size": self.tokenizer.vocab_size, "chars_per_token": self.tokenizer.chars_per_token_train,
-            "bptt": train["bptt"], "context_chars": train["bptt"] * self.tokenizer.chars_per_token_train,
-            "steps": self.training.steps, "train_tokens": self.training.tokens, "train_chars": self.training.chars,
-            "train_flops": self.training.flops,
-            "epochs": self.training.epochs, "train_seconds": self.training.seconds,
-            "train_chars_per_second": self.training.chars_per_second, "best_step": self.training.best_step,
-            "eval_streams": layout["streams"], "eval_chunk": layout["chunk"], "eval_window": layout["window"],
-            "eval_precision": layout.get("precision", "float32"),
+            "vocab_size": self.tokenizer.vocab_size, "chars_per_token": cpt, "bptt": bptt,
+            "context_chars": bptt * cpt if bptt and cpt else None,
         }
+        if self.training is not None:
+            t = self.training
+            row.update(steps=t.steps, train_tokens=t.tokens, train_chars=t.chars, train_flops=t.flops, epochs=t.epochs,
+                       train_seconds=t.seconds, train_chars_per_second=t.chars_per_second, best_step=t.best_step)
+        row.update(eval_streams=layout.get("streams"), eval_chunk=layout.get("chunk"), eval_window=layout.get("window"),
+                   eval_precision=layout.get("precision", "float32"))
         for split, metrics in self.metrics.items():
             row.update({f"{split}_{k}": v for k, v in asdict(metrics).items() if k != "eval_seconds"})
         row.update(git_commit=prov.git["commit"], git_dirty=prov.git["dirty"], device=prov.device["type"],
@@ -230,6 +234,8 @@ def _plain(value: Any) -> Any:
 
 def _build(kind: Any, value: Any) -> Any:
     """JSON data as the dataclass tree ``kind`` describes (fields missing from ``value`` keep defaults)."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # Optional[X]: X, or None
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
     if is_dataclass(kind) and isinstance(value, dict):
         hints = typing.get_type_hints(kind)
         return kind(**{f.name: _build(hints[f.name], value[f.name]) for f in fields(kind) if f.name in value})

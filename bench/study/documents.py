@@ -44,3 +44,11 @@ def document_totals(token_ends: np.ndarray, token_nll_bits: np.ndarray, starts: 
     bits = np.bincount(np.clip(document, 0, len(starts) - 1), weights=token_nll_bits, minlength=len(starts))
     sizes = np.diff(np.append(starts, n_bytes))
     return bits, sizes
+
+
+def document_pages(text: str) -> list[str]:
+    """The documents of ``text`` as strings, in order."""
+    data = text_bytes(text)
+    starts, _ = document_starts(text)
+    bounds = list(starts) + [len(data)]
+    return [data[a:b].decode("utf-8", "surrogateescape") for a, b in zip(bounds, bounds[1:])]

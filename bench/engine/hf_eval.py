@@ -1,0 +1,278 @@
+"""``bench eval-hf MODEL``: a HuggingFace causal language model scored like a trained run.
+
+The model and its tokenizer come from a local folder (``AutoModelForCausalLM``, ``AutoTokenizer``; no hub).
+The split is one text, tokenized without special tokens (a special-token string in the text stays text);
+the first token is predicted from the model's beginning-of-text token and every other one inside rolling
+windows of the model's context, ``stride`` tokens apart: each token is predicted once, with at least
+``window - stride`` tokens before it. The total NLL gives every metric, in a ``result.json`` of the same
+schema as a trained run (no training part), so the report shows the model beside the study's.
+
+With ``lm_eval_conventions``, the model is also scored as lm-evaluation-harness scores its ``wikitext``
+task (documents apart, its detokenizer, disjoint windows, words counted on the original documents), with
+the harness's own functions: its numbers then sit beside the project's in the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from bench.engine.device import autocast, autocast_dtype
+from bench.engine.result import RunResult
+from bench.errors import BenchError
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "tokenizer_config.json",
+                   "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class HFEvalSettings:
+    model_dir: str
+    dataset: str
+    split: str = "test"
+    stride: int | None = None  # default: half the window
+    window: int | None = None  # default: the model's context
+    batch_size: int = 8
+    lm_eval_conventions: bool = False
+    precision: str = "auto"  # auto: bf16 autocast on CUDA, float32 elsewhere
+    data_dir: str | None = None
+    out_dir: str | None = None
+
+
+def load_pretrained(model_dir: str | Path, device: torch.device):
+    """The model (evaluation mode, on ``device``) and tokenizer of a local folder; never the hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+    folder = check_model_folder(model_dir)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as exc:
+        raise BenchError(f"{folder} could not be loaded as a causal language model "
+                         f"({str(exc).splitlines()[0][:200]})") from None
+    project_in_float32(model)
+    return model.to(device).eval(), tokenizer
+
+
+def project_in_float32(model) -> None:
+    """Under bf16 autocast the body runs in bf16 but the output projection in float32, as in the study's own
+    evaluation: a vocabulary-sized log-softmax from bf16 logits would lose precision."""
+    head = model.get_output_embeddings()
+    forward = head.forward
+
+    def float32_forward(hidden):
+        with torch.autocast(hidden.device.type, enabled=False):
+            return forward(hidden.float())
+
+    head.forward = float32_forward
+
+
+def check_model_folder(model_dir: str | Path, what: str = "MODEL") -> Path:
+    folder = Path(model_dir)
+    if not (folder / "config.json").is_file():
+        raise BenchError(f"{what} {folder} is not a model folder (no config.json); give a local folder saved with "
+                         f"save_pretrained (the hub is never reached)")
+    return folder
+
+
+def start_token(model, tokenizer) -> int:
+    for value in (tokenizer.bos_token_id, getattr(model.config, "bos_token_id", None), tokenizer.eos_token_id):
+        if value is not None:
+            return int(value)
+    raise BenchError("the model's tokenizer has no beginning- or end-of-text token to predict the first token from")
+
+
+def context_length(model, tokenizer) -> int:
+    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+        if getattr(model.config, name, None):
+            return int(getattr(model.config, name))
+    if tokenizer.model_max_length and tokenizer.model_max_length < 10**9:
+        return int(tokenizer.model_max_length)
+    raise BenchError("the model states no context length; give --window")
+
+
+@torch.no_grad()
+def rolling_nll(model, ids: list[int], start: int, window: int, stride: int, batch_size: int,
+                device: torch.device, amp: torch.dtype | None = None) -> np.ndarray:
+    """The NLL (nats) of every token of ``ids``, the first predicted from ``start``, each exactly once, in windows
+    of ``window`` positions that advance by ``stride``."""
+    sequence = [start] + list(ids)
+    spans, scored = [], 0  # (begin, end, first target position) of each window
+    for begin in range(0, len(sequence) - 1, stride):  # stride < window: every window begins at a scored token
+        end = min(begin + window, len(sequence))
+        spans.append((begin, end, scored + 1))
+        scored = end - 1
+        if end == len(sequence):
+            break
+    nll = np.zeros(len(ids), dtype=np.float64)
+    for k in range(0, len(spans), batch_size):
+        batch = spans[k:k + batch_size]
+        width = max(end - begin for begin, end, _ in batch)
+        inputs = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, (begin, end, _) in enumerate(batch):
+            inputs[row, :end - begin] = torch.tensor(sequence[begin:end])
+        with autocast(device, amp):
+            logits = model(inputs.to(device)).logits.float()
+        for row, (begin, end, first) in enumerate(batch):
+            targets = torch.tensor(sequence[first:end], device=device)
+            token_nll = F.cross_entropy(logits[row, first - begin - 1:end - begin - 1], targets, reduction="none")
+            nll[first - 1:end - 1] = token_nll.double().cpu().numpy()
+    return nll
+
+
+def file_digest(folder: Path, names: tuple[str, ...]) -> str:
+    """sha256 over the named files present in a folder (their names and bytes)."""
+    digest = hashlib.sha256()
+    for name in names:
+        if (folder / name).is_file():
+            digest.update(name.encode())
+            with open(folder / name, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
+def lm_eval_numbers(model, tokenizer, text: str, window: int, device: torch.device) -> dict:
+    """The split scored as lm-evaluation-harness's wikitext task scores it, with the harness's own functions:
+    each document (article) apart, detokenized, in disjoint windows after its prefix token, in float32."""
+    try:
+        from lm_eval.tasks.wikitext.preprocess_wikitext import process_results, wikitext_detokenizer
+        from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
+    except ImportError:
+        raise BenchError("--conventions lm-eval needs lm-evaluation-harness: pip install lm_eval") from None
+    from bench.study.documents import document_pages
+
+    prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    totals, documents = {"ll": 0.0, "words": 0, "bytes": 0}, []
+    for page in document_pages(text):
+        ids = tokenizer.encode(wikitext_detokenizer({"page": page}))
+        log_likelihood = 0.0
+        for context, continuation in map(make_disjoint_window, get_rolling_token_windows(ids, prefix, window, 1)):
+            sequence = torch.tensor([context + continuation], device=device)
+            logits = model(sequence).logits.float()[0, len(context) - 1:-1]
+            log_likelihood -= F.cross_entropy(logits, sequence[0, len(context):], reduction="sum").item()
+        result = process_results({"page": page}, [log_likelihood])
+        totals["ll"] += log_likelihood
+        totals["words"] += result["word_perplexity"][1]
+        totals["bytes"] += result["bits_per_byte"][1]
+        documents.append(log_likelihood)
+    return {"harness": "lm-evaluation-harness wikitext", "documents": len(documents),
+            "document_log_likelihoods": documents, "word_perplexity": math.exp(-totals["ll"] / totals["words"]),
+            "byte_perplexity": math.exp(-totals["ll"] / totals["bytes"]),
+            "bits_per_byte": -totals["ll"] / totals["bytes"] / math.log(2)}
+
+
+def evaluate_pretrained(settings: HFEvalSettings) -> RunResult:
+    """Score a split with a local HuggingFace model and write its result.json (see the module's docstring)."""
+    from bench.data.paths import resolve_data_dir
+    from bench.data.store import open_split
+    from bench.engine.device import pick_device
+    from bench.fileio import write_json_atomic
+    from tokenizers_study.text import text_counts
+
+    check_model_folder(settings.model_dir)
+    if settings.batch_size < 1:
+        raise BenchError(f"--batch-size must be at least 1, not {settings.batch_size}")
+    if settings.precision not in ("auto", "float32", "bfloat16"):
+        raise BenchError(f"--precision must be auto, float32 or bfloat16, not {settings.precision!r}")
+    split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
+    run_id = pretrained_run_id(settings, split.sha256)
+    previous = _previous_result(settings.out_dir, run_id)
+    if previous is not None:
+        return previous
+    device = pick_device("auto")
+    model, tokenizer = load_pretrained(settings.model_dir, device)
+    window = settings.window or context_length(model, tokenizer)
+    stride = settings.stride or max(1, window // 2)
+    if not 1 <= stride < window:
+        raise BenchError(f"--stride must be at least 1 and less than the window ({window}), not {stride}")
+    text = split.read_text()
+    began = time.perf_counter()
+    ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    amp = autocast_dtype(device, settings.precision)
+    nll = rolling_nll(model, ids, start_token(model, tokenizer), window, stride, settings.batch_size, device, amp)
+    seconds = time.perf_counter() - began
+    lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
+    other = lm_eval_numbers(model, tokenizer, text, window, device) if settings.lm_eval_conventions else None
+    result = _result(settings, run_id, model, tokenizer, split, float(nll.sum()), len(ids), text_counts(text),
+                     seconds, lossless, {"window": window, "stride": stride, "batch": settings.batch_size,
+                                         "precision": "float32" if amp is None else
+                                         "bfloat16 autocast, float32 output projection"},
+                     other)
+    if settings.out_dir:
+        Path(settings.out_dir).mkdir(parents=True, exist_ok=True)
+        write_json_atomic(Path(settings.out_dir) / "result.json", result.to_json())
+    return result
+
+
+def pretrained_run_id(settings: HFEvalSettings, split_sha256: str) -> str:
+    """What the numbers depend on: the weights, the tokenizer, the text, the split and the windows (a default
+    window or stride follows from the model's files)."""
+    folder = Path(settings.model_dir)
+    identity = (f"{file_digest(folder, WEIGHT_FILES)}|{file_digest(folder, TOKENIZER_FILES)}|{split_sha256}|"
+                f"{settings.split}|{settings.window}|{settings.stride}|{settings.lm_eval_conventions}|"
+                f"{settings.precision}")
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]
+
+
+def _previous_result(out_dir: str | None, run_id: str) -> RunResult | None:
+    """The finished result of this evaluation, if its folder holds it; a folder of another run is refused."""
+    path = Path(out_dir) / "result.json" if out_dir else None
+    if path is None or not path.is_file():
+        return None
+    previous = RunResult.read(path)
+    if previous.run_id != run_id:
+        raise BenchError(f"{out_dir} holds another run ({previous.run_id}, this one is {run_id}); choose another "
+                         f"--out folder")
+    return previous
+
+
+def _result(settings: HFEvalSettings, run_id: str, model, tokenizer, split, total_nll: float, n_tokens: int,
+            counts: dict, seconds: float, lossless: bool, layout: dict, other: dict | None) -> RunResult:
+    import datetime as _dt
+
+    from bench.engine.device import describe
+    from bench.engine.result import (DataSummary, EvaluationSummary, ModelSummary, Provenance, RunStatus,
+                                     SplitMetrics, SplitProvenance, TokenizerSummary)
+    from bench.engine.spec import RunSpec
+    from bench.provenance import comparability, git_commit, library_versions, machine
+
+    folder = Path(settings.model_dir)
+    weights, tokens = file_digest(folder, WEIGHT_FILES), file_digest(folder, TOKENIZER_FILES)
+    params = sum(p.numel() for p in model.parameters())
+    comparable, notes = comparability(f"hf:{folder.name}", [] if lossless else [settings.split],
+                                      {settings.split: split.status})
+    notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return RunResult(
+        status=RunStatus.DONE, run_id=run_id,
+        spec=RunSpec(model=f"hf:{folder.name}", preset="pretrained", tokenizer=f"hf:{folder}",
+                     dataset=settings.dataset, overrides={"split": settings.split, **layout},
+                     data_dir=settings.data_dir, out_dir=settings.out_dir),
+        resolved={"model": {"model_dir": str(folder), "model_type": model.config.model_type,
+                            "weights_sha256": weights}, "train": {}},
+        model=ModelSummary(f"hf:{folder.name}", params, params - model.get_input_embeddings().weight.numel(), None),
+        tokenizer=TokenizerSummary(f"hf:{folder.name}", tokens, len(tokenizer), None, {settings.split: lossless}),
+        data=DataSummary(settings.dataset, split.verified, {settings.split: SplitProvenance(**split.provenance())}),
+        training=None,
+        evaluation=EvaluationSummary("pretrained (never trained here)", layout,
+                                     "whole split as one text, the first token predicted from the model's "
+                                     "beginning-of-text token, every token once in rolling windows", other),
+        metrics={settings.split: SplitMetrics.score(total_nll, n_tokens, counts, seconds, lossless)},
+        comparable=comparable, comparability_notes=notes,
+        provenance=Provenance(git_commit(), library_versions(), describe(next(model.parameters()).device), machine(),
+                              now, now, seconds),
+    )
