@@ -14,6 +14,7 @@ Layout::
     [[phases]]  runs done one after another per cell (name, any field, init_from = "previous")
     [corpora.<name>]          a user corpus: train/valid/test paths (relative to the config), or
                               prefix_of = "<corpus>" with train_bytes, valid_bytes, test_bytes
+    [[pretrained]]            a HuggingFace model scored beside the trained runs (bench.study.pretrained)
 
 How the grid becomes runs is :mod:`bench.study.grid`; the matching rules are there.
 """
@@ -29,7 +30,8 @@ from bench.engine.budget import LIMITS
 from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import read_toml
 
-TABLES = ("matrix", "axes", "budget", "context", "shared", "models", "tokenizers", "include", "phases", "corpora")
+TABLES = ("matrix", "axes", "budget", "context", "shared", "models", "tokenizers", "include", "phases", "corpora",
+          "pretrained")
 BUDGET_KEYS = tuple(limit.unit for limit in LIMITS if limit.unit != "minutes")
 CONTEXT_KEYS = ("chars", "tokens")
 TEXT_AXES = ("model", "preset", "tokenizer", "dataset", "match")
@@ -52,6 +54,7 @@ class MatrixConfig:
     data_dir: str | None
     default_match: str
     corpora: dict[str, dict] = field(default_factory=dict)
+    pretrained: list[dict] = field(default_factory=list)  # [[pretrained]] entries, checked
 
 
 def _grid(table: dict, path: Path, where: str) -> dict[str, list]:
@@ -80,6 +83,7 @@ def _table(doc: dict, key: str, path: Path) -> dict:
 def load_config(path: str | Path) -> MatrixConfig:
     """Read and check a matrix config; every cell must make a valid spec before anything runs."""
     from bench.study.grid import cell_specs
+    from bench.study.pretrained import parse_entries
 
     path = Path(path)
     doc = read_toml(path)
@@ -113,6 +117,7 @@ def load_config(path: str | Path) -> MatrixConfig:
         context=context, shared=_table(doc, "shared", path), per_model=_settings_tables(doc, "models", path),
         per_tokenizer=_settings_tables(doc, "tokenizers", path), phases=phases, data_dir=meta.get("data_dir"),
         default_match=meta.get("match", "chars"), corpora=_corpora(doc, path),
+        pretrained=parse_entries(doc.get("pretrained", []), path, axes["dataset"]),
     )
     cell_specs(config)
     return config

@@ -29,6 +29,7 @@ from bench.fileio import require_folder, update_text
 from bench.study.config import MatrixConfig, load_config, register_corpora
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
+from bench.study.pretrained import PretrainedRun, plan_pretrained, score_pretrained
 from bench.study.run_status import RunRecord
 from bench.study.runs_table import write_runs_table
 
@@ -44,6 +45,7 @@ class MatrixOutcome:
     config: MatrixConfig
     results_dir: Path
     chains: list[list[PlannedRun]]
+    pretrained: list[PretrainedRun] = field(default_factory=list)
     csv_path: Path | None = None
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -69,7 +71,8 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
     data = resolve_data_dir(data_dir or config.data_dir)
     register_corpora(config, data)
-    outcome = MatrixOutcome(config, results, plan(config, results, data))
+    outcome = MatrixOutcome(config, results, plan(config, results, data),
+                            plan_pretrained(config.pretrained, results, data))
     if dry_run:
         return outcome
     results.mkdir(parents=True, exist_ok=True)
@@ -88,15 +91,29 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
             run.status = record.status
             error = f": {record.error}" if record.error else ""
             print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
-        write_runs_table(outcome.chains, config, results)
-    outcome.csv_path = write_runs_table(outcome.chains, config, results)
-    for chain in outcome.chains:
-        for run in chain:
-            outcome.counts[run.status.value] = outcome.counts.get(run.status.value, 0) + 1
+        write_runs_table(outcome.chains, config, results, outcome.pretrained)
+    _score_pretrained(outcome, retry_failed, here=cluster is None or cluster.launcher == "submitit-local")
+    outcome.csv_path = write_runs_table(outcome.chains, config, results, outcome.pretrained)
+    for run in [run for chain in outcome.chains for run in chain] + outcome.pretrained:
+        outcome.counts[run.status.value] = outcome.counts.get(run.status.value, 0) + 1
     return outcome
 
 
-def _should_run(run: PlannedRun, retry_failed: bool) -> bool:
+def _score_pretrained(outcome: MatrixOutcome, retry_failed: bool, here: bool) -> None:
+    """Score the [[pretrained]] models in this process (not on a cluster's login node: there they wait)."""
+    todo = [run for run in outcome.pretrained if _should_run(run, retry_failed)]
+    if todo and not here:
+        print(f"{len(todo)} pretrained model run(s) left for `bench run-matrix` without --launcher, on a machine "
+              f"meant for it", file=sys.stderr)
+        return
+    for k, run in enumerate(todo, 1):
+        score_pretrained(run)
+        error = f": {run.problem}" if run.problem else ""
+        print(f"[pretrained {k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
+        write_runs_table(outcome.chains, outcome.config, outcome.results_dir, outcome.pretrained)
+
+
+def _should_run(run: PlannedRun | PretrainedRun, retry_failed: bool) -> bool:
     return run.status in (RunStatus.NEW, RunStatus.PARTIAL) or (retry_failed and run.status.failed)
 
 

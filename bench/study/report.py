@@ -23,13 +23,16 @@ from bench.fileio import require_folder, write_text_atomic
 from bench.study import analysis, figures
 from bench.study.document import Document
 from bench.study.figures import tokenizer_order
-from bench.study.report_tables import closed_vocabulary_rows, main_table, matching_rows, paired_rows
+from bench.study.pretrained import PRETRAINED
+from bench.study.report_tables import closed_vocabulary_rows, main_table, matching_rows, paired_rows, pretrained_rows
 from bench.study.runs_table import read_runs_table
 
 FLAG_NOTES = {
     "†": "unverified data: a split of this run does not match the official file",
     "‡": "lossy tokenization (closed vocabulary): not comparable with lossless schemes",
     "§": "user or derived corpus: no official reference; compare only within this study",
+    "◊": "pretrained elsewhere (bench eval-hf), on data and with compute this study does not control; the test "
+         "text may have been in its training data: a reference point, not a comparison at equal training",
 }
 
 
@@ -39,7 +42,8 @@ class Study:
 
     name: str
     table: pd.DataFrame  # every row of runs.csv
-    done: pd.DataFrame  # the finished runs, with report columns (flags, lossless_bool)
+    done: pd.DataFrame  # the finished runs trained here, with report columns (flags, lossless_bool)
+    pretrained: pd.DataFrame  # the finished [[pretrained]] runs, with the same columns
     axes: list[str]
     runs: dict[str, analysis.RunData]  # by run folder name
     config_path: Path
@@ -50,14 +54,16 @@ def load_study(results_dir: Path) -> Study:
     runs_table = read_runs_table(results_dir)
     table = runs_table.rows
     done = runs_table.done()
-    if done.empty:
-        raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished yet; nothing to report")
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
     done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
     done["flags"] = [_flags(r) for _, r in done.iterrows()]
+    pretrained, done = done[done["match"] == PRETRAINED], done[done["match"] != PRETRAINED].copy()
+    if done.empty:
+        raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished training yet; nothing to report")
+    done["seed"] = done["seed"].astype(int)  # a float column when pretrained rows (no seed) share the table
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
     runs = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()}
-    return Study(name, table, done, runs_table.axes, runs, results_dir / "matrix.toml")
+    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml")
 
 
 def _flags(row) -> str:
@@ -69,6 +75,8 @@ def _flags(row) -> str:
         flags += "‡"
     if "user" in statuses:
         flags += "§"
+    if row["match"] == PRETRAINED:
+        flags += "◊"
     return flags
 
 
@@ -132,7 +140,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
 def _main_table_section(doc: Document, study: Study, floors: dict) -> None:
     done, axes = study.done, study.axes
-    rows = main_table(done, axes, floors, study.runs)
+    rows = main_table(done, axes, floors, study.runs) + pretrained_rows(study.pretrained)
     text = ["bits/byte, text 95%"] if any("bits/byte, text 95%" in r for r in rows) else []
     columns = [a for a in axes if a != "seed" and done[a].nunique() > 1 or a in ("model", "tokenizer")] + \
         (["phase"] if done["phase"].astype(str).str.len().gt(0).any() else []) + \
@@ -143,7 +151,12 @@ def _main_table_section(doc: Document, study: Study, floors: dict) -> None:
               "training, shown only with two or more seeds. " + (
                   f"'bits/byte, text 95%': the 95% interval over the {_documents(study)} of the test text "
                   "(bootstrap), the uncertainty of the text sample. " if text else
-                  f"No interval over the text: {_no_text_interval(study)}. ") + _flag_legend(done))
+                  f"No interval over the text: {_no_text_interval(study)}. ") + _flag_legend(_everyone(study)))
+
+
+def _everyone(study: Study) -> pd.DataFrame:
+    """The runs trained here and the pretrained models: for the main table and the attack figure only."""
+    return pd.concat([study.done, study.pretrained]) if not study.pretrained.empty else study.done
 
 
 def _documents(study: Study) -> str:
@@ -166,12 +179,13 @@ def _no_text_interval(study: Study) -> str:
 def _attack_and_sweep_sections(doc: Document, study: Study, out: Path) -> None:
     done = study.done
     doc.heading("1. The tokenization attack")
-    doc.figure(*_save(figures.attack_figure(done), out, "1-tokenization-attack"),
+    doc.figure(*_save(figures.attack_figure(_everyone(study)), out, "1-tokenization-attack"),
                "Per-token perplexity (left) against bits per character: runs with nearly the same bits per "
                "character have per-token perplexities that differ by orders of magnitude, because a token means "
                "something different under each tokenization. Word perplexity (right) is the same total loss "
                "divided by the number of words, so it ranks runs exactly as bits per character do. " +
-               _flag_legend(done))
+               ("Diamonds are pretrained models (◊). " if not study.pretrained.empty else "") +
+               _flag_legend(_everyone(study)))
     doc.para(_attack_sentence(done))
     doc.heading("2. Vocabulary sweep")
     doc.figure(*_save(figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep"),

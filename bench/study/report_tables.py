@@ -13,6 +13,11 @@ from bench.study.figures import tokenizer_order
 from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval
 
 
+METRICS = (("test_bits_per_byte", "bits/byte"), ("test_bits_per_char", "bits/char"),
+           ("test_word_perplexity", "word ppl"), ("test_word_perplexity_eos", "word ppl (eos)"),
+           ("test_token_perplexity", "token ppl"))
+
+
 def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str, RunData]) -> list[dict]:
     """One row per cell (all axes but the seed): means over seeds with Student-t intervals, an interval over
     the documents of the text for bits per byte, and the unigram floor."""
@@ -21,9 +26,7 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str
     for key, group in done.groupby(keys, sort=False, dropna=False):
         row = dict(zip(keys, key))
         row["seeds"] = len(group)
-        for metric, label in (("test_bits_per_byte", "bits/byte"), ("test_bits_per_char", "bits/char"),
-                              ("test_word_perplexity", "word ppl"), ("test_word_perplexity_eos", "word ppl (eos)"),
-                              ("test_token_perplexity", "token ppl")):
+        for metric, label in METRICS:
             mean, half = seed_interval([v for v in group[metric].tolist() if not math.isnan(v)] or [math.nan])
             row[label] = _with_ci(mean, half)
             row["_" + metric] = mean
@@ -37,6 +40,16 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str
             gain = 1 - row["_test_bits_per_char"] / floor["bits_per_char"]
             row["below floor"] = f"{100 * gain:.0f}%" + ("" if gain >= 0.1 else " (NOT clearly below)")
         row["flags"] = "".join(sorted(set("".join(group["flags"]))))
+        rows.append(row)
+    return rows
+
+
+def pretrained_rows(pretrained: pd.DataFrame) -> list[dict]:
+    """One row per pretrained model and dataset: one model, so no interval over seeds."""
+    rows = []
+    for _, run in pretrained.iterrows():
+        row = {k: run[k] for k in ("model", "preset", "tokenizer", "dataset", "match", "flags")}
+        row.update({label: _with_ci(run[metric], None) for metric, label in METRICS}, seeds="pretrained", phase="")
         rows.append(row)
     return rows
 

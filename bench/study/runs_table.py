@@ -4,7 +4,8 @@ Columns, in order: the cell's axes (``model``, ``preset``, ``tokenizer``, ``data
 ``seed``, ``match``, then any other axis of the config), then ``phase``, ``run_id``,
 ``run_dir``, ``status``, ``error``, ``matrix``, ``config_sha256``, and for finished runs
 the flattened result (:meth:`bench.engine.result.RunResult.flat`). The axes are
-therefore the columns before ``phase``: :func:`read_runs_table` returns them.
+therefore the columns before ``phase``: :func:`read_runs_table` returns them. Pretrained models
+(:mod:`bench.study.pretrained`) follow the trained runs, with match ``pretrained``.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from bench.fileio import update_text
 from bench.study.config import MatrixConfig
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
+from bench.study.pretrained import PretrainedRun
 from bench.study.run_status import RunRecord
 
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"
 
 
-def run_row(run: PlannedRun, config: MatrixConfig) -> dict[str, Any]:
+def run_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str, Any]:
     """One runs.csv row: axes, status, and for a finished run every metric, count and provenance field."""
     row: dict[str, Any] = {k: run.cell.get(k) for k in CORE_AXES}
     row.update({k: v for k, v in run.cell.items() if k not in CORE_AXES})
@@ -47,8 +49,9 @@ def run_row(run: PlannedRun, config: MatrixConfig) -> dict[str, Any]:
     return row
 
 
-def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, results_dir: Path) -> Path:
-    rows = [run_row(run, config) for chain in chains for run in chain]
+def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, results_dir: Path,
+                     pretrained: list[PretrainedRun] = ()) -> Path:
+    rows = [run_row(run, config) for chain in chains for run in chain] + [run_row(r, config) for r in pretrained]
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]

@@ -1,0 +1,130 @@
+"""Pretrained models in a matrix: ``[[pretrained]]`` entries, scored as ``bench eval-hf`` scores them.
+
+::
+
+    [[pretrained]]
+    model = "models/gpt2"        # a local folder saved with save_pretrained (relative to the config)
+    name = "gpt2"                # the label in the report (default: the folder's name)
+    dataset = ["wikitext-2"]     # default: every dataset of [axes]
+    window = 1024                # these three: as bench eval-hf's options (defaults: the model's context,
+    stride = 512                 #   half the window, 8)
+    batch_size = 8
+
+Each entry and dataset is one run of the test split, in ``results/<matrix>/hf-<name>-<dataset>-<run id>``,
+scored by the matrix process itself after the trained runs and skipped once its result is there. Its
+runs.csv row has model and tokenizer ``hf:<name>``, preset and match ``pretrained`` and no seed; the
+report shows it in the main table and the attack figure, apart from the comparisons of trained runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bench.engine.result import RunStatus
+from bench.errors import BenchError
+
+PRETRAINED = "pretrained"
+ENTRY_KEYS = ("model", "name", "dataset", "window", "stride", "batch_size")
+
+
+@dataclass
+class PretrainedRun:
+    """One pretrained model on one dataset: what :func:`bench.study.runs_table.run_row` needs of a run."""
+
+    name: str
+    settings: "HFEvalSettings"  # noqa: F821 (bench.engine.hf_eval, imported when needed: it imports torch)
+    status: RunStatus
+    run_id: str | None = None
+    problem: str | None = None
+    phase: str | None = None
+
+    @property
+    def cell(self) -> dict:
+        return {"model": f"hf:{self.name}", "preset": PRETRAINED, "tokenizer": f"hf:{self.name}",
+                "dataset": self.settings.dataset, "seed": None, "match": PRETRAINED}
+
+    @property
+    def run_dir(self) -> Path | None:
+        return Path(self.settings.out_dir) if self.run_id else None
+
+    def row(self) -> dict:
+        """The run as one line of the dry-run table."""
+        return {**self.cell, "phase": "", "run": self.run_dir.name if self.run_dir else "-",
+                "status": self.status.value, "problem": self.problem or ""}
+
+
+def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict]:
+    """Check the [[pretrained]] tables of a config: each a model folder and valid options."""
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise BenchError(f"{path}: every [[pretrained]] must be a table (model = \"FOLDER\", ...)")
+    if entries:
+        from bench.engine.hf_eval import check_model_folder
+    parsed = []
+    for entry in entries:
+        unknown = sorted(set(entry) - set(ENTRY_KEYS))
+        if unknown or not isinstance(entry.get("model"), str):
+            raise BenchError(f"{path}: [[pretrained]] needs model = \"FOLDER\" and allows {', '.join(ENTRY_KEYS)}"
+                             + (f"; unknown: {unknown}" if unknown else ""))
+        folder = check_model_folder(path.parent / entry["model"], "[[pretrained]] model")
+        name = entry.get("name", folder.name)
+        if not isinstance(name, str) or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise BenchError(f"{path}: [[pretrained]] name {name!r} must use letters, digits, '-', '_' and '.'")
+        wanted = entry.get("dataset", datasets)
+        wanted = [wanted] if isinstance(wanted, str) else wanted
+        if not wanted or not all(isinstance(d, str) for d in wanted):
+            raise BenchError(f"{path}: [[pretrained]] {name}: dataset must be a name or a list of names")
+        for key in ("window", "stride", "batch_size"):
+            value = entry.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise BenchError(f"{path}: [[pretrained]] {name}: {key} must be a positive integer, not {value!r}")
+        if entry.get("window") and entry.get("stride") and entry["stride"] >= entry["window"]:
+            raise BenchError(f"{path}: [[pretrained]] {name}: stride must be less than the window")
+        parsed.append({**entry, "model": str(folder), "name": name, "dataset": list(wanted)})
+    names = [e["name"] for e in parsed]
+    if len(set(names)) < len(names):
+        raise BenchError(f"{path}: two [[pretrained]] entries are named alike; give each a name")
+    return parsed
+
+
+def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> list[PretrainedRun]:
+    """Every entry on each of its datasets, with its status on disk (its data missing: no_data)."""
+    from bench.data.store import open_split
+    from bench.engine.hf_eval import HFEvalSettings, pretrained_run_id
+    from bench.study.run_status import current_status
+
+    runs = []
+    for entry in entries:
+        for dataset in entry["dataset"]:
+            settings = HFEvalSettings(entry["model"], dataset, "test", entry.get("stride"), entry.get("window"),
+                                      entry.get("batch_size", 8), data_dir=str(data_dir))
+            try:
+                split = open_split(dataset, "test", data_dir)
+            except BenchError as exc:
+                runs.append(PretrainedRun(entry["name"], settings, RunStatus.NO_DATA, problem=str(exc)))
+                continue
+            run_id = pretrained_run_id(settings, split.sha256)
+            folder = results_dir / f"hf-{entry['name']}-{dataset}-{run_id[:10]}"
+            runs.append(PretrainedRun(entry["name"], replace(settings, out_dir=str(folder)),
+                                      current_status(folder, run_id), run_id))
+    return runs
+
+
+def score_pretrained(run: PretrainedRun) -> None:
+    """Score one pretrained run, recording its outcome like a trained run's (status.json; failures go on)."""
+    from bench.engine.hf_eval import evaluate_pretrained
+    from bench.engine.lock import RunLock, RunLocked
+    from bench.study.run_status import RunRecord
+
+    try:
+        with RunLock(run.run_dir):
+            try:
+                evaluate_pretrained(run.settings)
+                record = RunRecord(str(run.run_dir), RunStatus.DONE, run_id=run.run_id)
+            except Exception as exc:  # a failed evaluation is recorded and the matrix goes on
+                record = RunRecord(str(run.run_dir), RunStatus.FAILED,
+                                   f"{type(exc).__name__}: {exc}".splitlines()[0][:500], run.run_id)
+            record.write()
+    except RunLocked as exc:
+        record = RunRecord(str(run.run_dir), RunStatus.RUNNING, str(exc), run.run_id)
+    run.status, run.problem = record.status, record.error or None

@@ -1,0 +1,204 @@
+"""Any HuggingFace causal LM scored like a trained run: a tiny GPT-2 built here (random weights, a tokenizer
+trained here, nothing downloaded), checked against a direct computation and against lm-evaluation-harness."""
+
+import json
+import math
+import socket
+
+import pytest
+import torch
+
+from bench.engine.hf_eval import HFEvalSettings, evaluate_pretrained, load_pretrained, rolling_nll
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    """No hub access at any point: any connection fails the test."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a network connection was attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tmp_path_factory, corpus_text):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    folder = tmp_path_factory.mktemp("gpt2")
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(corpus_text.splitlines(), trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(fast), n_positions=2048, n_embd=32, n_layer=2, n_head=2,
+                        bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id)
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, make_toy_corpus):
+    return make_toy_corpus(tmp_path_factory.mktemp("hf-data"))
+
+
+def test_the_total_equals_a_direct_computation_and_every_token_counts_once(tiny_gpt2, data_dir, tmp_path):
+    model, tokenizer = load_pretrained(tiny_gpt2, torch.device("cpu"))
+    text = (data_dir / "toy" / "test.txt").read_text()[:3000]
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) + 1 <= 2048
+    sequence = torch.tensor([[tokenizer.bos_token_id] + ids])
+    with torch.no_grad():
+        logits = model(sequence).logits[0, :-1].double()
+    direct = torch.nn.functional.cross_entropy(logits, sequence[0, 1:], reduction="sum").item()
+    whole = rolling_nll(model, ids, tokenizer.bos_token_id, 2048, 1024, 4, torch.device("cpu"))
+    assert whole.sum() == pytest.approx(direct, rel=1e-6)
+    strided = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 16, 4, torch.device("cpu"))
+    assert strided.sum() == pytest.approx(direct, rel=0.05) and strided.sum() != pytest.approx(direct, rel=1e-9)
+    # Each token once, in the window its position falls in: windows begin every 16 positions, and the token at
+    # position p (the start token is position 0) is predicted by the first window that reaches it.
+    expected = []
+    with torch.no_grad():
+        for p in range(1, sequence.shape[1]):
+            begin = 0 if p < 64 else math.ceil((p - 63) / 16) * 16
+            logits = model(sequence[:, begin:p]).logits[0, -1].double()
+            expected.append(torch.nn.functional.cross_entropy(logits, sequence[0, p]).item())
+    assert strided.tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_eval_hf_writes_a_result_of_the_trained_runs_schema(tiny_gpt2, data_dir, tmp_path, cli):
+    out = tmp_path / "hf"
+    done = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--window", "64", "--stride", "32",
+               "--data-dir", str(data_dir), "--out", str(out), "--json", env={"HF_HUB_OFFLINE": "1", "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["training"] is None and result["status"] == "done" and result["schema_version"] == 2
+    test = result["metrics"]["test"]
+    assert test["n_bytes"] == len((data_dir / "toy" / "test.txt").read_bytes()) and test["lossless"] is True
+    assert result["evaluation"]["layout"]["window"] == 64
+    again = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--window", "64", "--stride", "16",
+                "--data-dir", str(data_dir), "--out", str(out), env={"HF_HUB_OFFLINE": "1", "PATH": ""})
+    assert again.returncode == 1 and "holds another run" in again.stderr
+
+
+def test_lm_eval_conventions_match_the_harness(tiny_gpt2, data_dir):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks.wikitext.preprocess_wikitext import wikitext_detokenizer
+
+    from bench.study.documents import document_pages
+
+    text = "".join(f" = Article {k} = \n \n The game was a season , with <unk> @-@ 3 . \n \n" for k in range(3))
+    (data_dir / "wiki.txt").write_text(text)
+    model, tokenizer = load_pretrained(tiny_gpt2, torch.device("cpu"))
+    from bench.engine.hf_eval import lm_eval_numbers
+
+    ours = lm_eval_numbers(model, tokenizer, text, 16, torch.device("cpu"))
+    harness = HFLM(pretrained=str(tiny_gpt2), device="cpu", batch_size=1, max_length=16)
+    requests = [Instance("loglikelihood_rolling", {}, (wikitext_detokenizer({"page": page}),), k)
+                for k, page in enumerate(document_pages(text))]
+    theirs = harness.loglikelihood_rolling(requests, disable_tqdm=True)
+    assert ours["documents"] == 3
+    assert ours["document_log_likelihoods"] == pytest.approx(theirs, abs=1e-4)
+
+
+MATRIX = """
+[matrix]
+name = "with-gpt2"
+[corpora.toy]
+train = "train.txt"
+valid = "valid.txt"
+test = "test.txt"
+[axes]
+model = ["lstm"]
+tokenizer = ["byte"]
+dataset = ["toy"]
+[budget]
+chars = 2_000
+[context]
+chars = 32
+[shared]
+preset = "tiny"
+batch_size = 4
+emsize = 16
+nhid = 16
+eval_max_chars = 400
+[[pretrained]]
+model = "{model}"
+name = "gpt2-tiny"
+window = 64
+stride = 32
+"""
+
+
+def test_a_matrix_scores_pretrained_models_beside_its_runs_and_reports_them(tiny_gpt2, tmp_path, make_text):
+    import csv
+
+    from bench.study.execute import run_matrix
+    from bench.study.report import build_report
+
+    for k, split in enumerate(("train", "valid", "test")):
+        (tmp_path / f"{split}.txt").write_text(make_text(n_lines=60 if split == "train" else 15, seed=k))
+    config = tmp_path / "m.toml"
+    config.write_text(MATRIX.format(model=tiny_gpt2))
+    results, data = tmp_path / "results", tmp_path / "data"
+    planned = run_matrix(config, results, dry_run=True, data_dir=data, show_progress=False)
+    assert [r.status.value for r in planned.pretrained] == ["new"] and not results.exists()
+    outcome = run_matrix(config, results, data_dir=data, show_progress=False)
+    assert outcome.counts == {"done": 2}
+    rows = list(csv.DictReader(open(outcome.csv_path)))
+    gpt2 = next(r for r in rows if r["model"] == "hf:gpt2-tiny")
+    assert gpt2["match"] == "pretrained" and gpt2["seed"] == "" and gpt2["status"] == "done"
+    direct = evaluate_pretrained(HFEvalSettings(str(tiny_gpt2), "toy", "test", 32, 64, data_dir=str(data)))
+    assert float(gpt2["test_bits_per_byte"]) == pytest.approx(direct.metrics["test"].bits_per_byte, rel=1e-9)
+    result = results / gpt2["run_dir"] / "result.json"
+    written = result.stat().st_mtime_ns
+    again = run_matrix(config, results, data_dir=data, show_progress=False)
+    assert again.counts == {"done": 2} and result.stat().st_mtime_ns == written  # skipped, not scored again
+    report = build_report(results, tmp_path / "report").read_text()
+    line = next(line for line in report.splitlines() if line.startswith("| hf:gpt2-tiny"))
+    assert f"{direct.metrics['test'].bits_per_byte:.4f}" in line and "◊" in line
+    assert "◊ pretrained elsewhere" in report
+
+
+def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data_dir):
+    model, tokenizer = load_pretrained(tiny_gpt2, torch.device("cpu"))
+    ids = tokenizer((data_dir / "toy" / "test.txt").read_text()[:2000], add_special_tokens=False)["input_ids"]
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert model(torch.tensor([ids[:32]])).logits.dtype == torch.float32
+    exact = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 32, 4, torch.device("cpu"))
+    mixed = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 32, 4, torch.device("cpu"), torch.bfloat16)
+    assert mixed.sum() == pytest.approx(exact.sum(), rel=1e-2) and mixed.sum() != exact.sum()
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--window", "64", "--stride", "64"], ["--stride", "less than the window"]),
+    (["--conventions", "harness"], ["--conventions", "lm-eval"]),
+    (["--precision", "fp8"], ["--precision"]),
+    (["--batch-size", "0"], ["--batch-size"]),
+    (["--split", "dev"], ["--split"]),
+])
+def test_eval_hf_refuses_bad_settings_in_one_line_and_writes_nothing(tiny_gpt2, data_dir, tmp_path, cli,
+                                                                      one_line_error, args, fragments):
+    out = tmp_path / "out"
+    done = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out), *args)
+    one_line_error(done, *fragments)
+    assert not out.exists()
+
+
+def test_eval_hf_and_a_matrix_refuse_a_folder_that_is_no_model(tmp_path, data_dir, cli, one_line_error):
+    one_line_error(cli("eval-hf", str(tmp_path / "nothing"), "--dataset", "toy", "--data-dir", str(data_dir)),
+                   "not a model folder")
+    config = tmp_path / "m.toml"
+    config.write_text(MATRIX.format(model="nothing").replace("[corpora.toy]\ntrain = \"train.txt\"\n"
+                                                            "valid = \"valid.txt\"\ntest = \"test.txt\"\n", ""))
+    one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
+                   "[[pretrained]] model", "not a model folder")
