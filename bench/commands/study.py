@@ -46,10 +46,10 @@ def run_matrix_command(
     outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet,
                          cluster=cluster)
     if dry_run:
-        rows = [run.row() for chain in outcome.chains for run in chain]
+        rows = [run.row() for chain in outcome.chains for run in chain] + [r.row() for r in outcome.pretrained]
         axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []
         print(text_table(rows, axes + PLAN_COLUMNS))
-        total = sum(r["train_flops"] or 0 for r in rows)
+        total = sum(r.get("train_flops") or 0 for r in rows)
         print(f"{len(rows)} runs; estimated training compute {total:.3e} FLOPs; results in {outcome.results_dir}")
         return
     print(f"{outcome.config.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())))
