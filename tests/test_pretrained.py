@@ -118,3 +118,64 @@ def test_pretrained_schemes_in_stats_training_and_a_matrix(files, tmp_path, make
     assert result["tokenizer"]["hash"] == hashlib.sha256((files["gpt2"] / "tokenizer.json").read_bytes()).hexdigest()
     assert result["comparable"] is True and result["metrics"]["test"]["lossless"] is True
     assert np.isfinite(result["metrics"]["test"]["bits_per_byte"])
+
+
+def test_a_tokenizer_file_saved_with_truncation_and_padding_encodes_the_whole_text(files, tmp_path, corpus_text):
+    doc = json.loads((files["gpt2"] / "tokenizer.json").read_text())
+    doc["truncation"] = {"direction": "Right", "max_length": 16, "strategy": "LongestFirst", "stride": 0}
+    doc["padding"] = {"strategy": {"Fixed": 512}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                      "pad_type_id": 0, "pad_token": "<|endoftext|>"}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    saved_for_a_model = train_tokenizer(f"hf:{tmp_path}", "")
+    plain = train_tokenizer(f"hf:{files['gpt2']}", "")
+    text = corpus_text[:3000]
+    assert saved_for_a_model.encode(text).tolist() == plain.encode(text).tolist()
+    assert saved_for_a_model.encode("a b").tolist() == plain.encode("a b").tolist()  # not padded
+    assert saved_for_a_model.loss_report(text).lossless and len(plain.encode(text)) > 512
+
+
+def test_byte_symbols_of_a_byte_level_bpe_are_not_fallback(files, corpus_text):
+    from tokenizers_study.stats import scheme_stats
+
+    stats, _ = scheme_stats(train_tokenizer(f"hf:{files['gpt2']}", ""), corpus_text[:5000], "test")
+    assert stats.fallback_rate == 0 and stats.lossless and stats.lost_bytes == 0
+
+
+@pytest.mark.parametrize("decoded, lost", [
+    ("The  Zürich ﬁle\n second line\tTAB\n", 0),
+    ("the zurich file\nsecond line tab\n", 12),  # T, Z, ü (2), ﬁ (3), a space; a space, TAB (3)
+    ("The Zürich ﬁle\n second line\tTAB\n", 1),
+    ("The  Zürich ﬁle\n second line\tTAB", 1),  # the last line break
+    ("", 36),
+])
+def test_lost_bytes_counts_what_decoding_does_not_give_back(decoded, lost):
+    from tokenizers_study.base import lost_bytes
+
+    assert lost_bytes("The  Zürich ﬁle\n second line\tTAB\n", decoded) == lost
+
+
+def test_a_tokenizer_that_drops_line_breaks_is_measured_line_by_line(tmp_path, corpus_text):
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.decoder = decoders.WordPiece()  # joins the words with single spaces: the line breaks are gone
+    tokenizer.train_from_iterator(corpus_text.splitlines(), trainers.WordPieceTrainer(vocab_size=300,
+                                                                                      special_tokens=["[UNK]"]))
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    tok = train_tokenizer(f"hf:{tmp_path}", "")
+    text = "One two\nthree four\nFive\n"
+    report = tok.loss_report(text)
+    assert not report.lossless and report.lost_bytes == 3 + 1 + 1  # three line breaks, O and F
+    assert report.detail.startswith("decoding drops 3 line breaks")
+
+
+@pytest.mark.mirror
+def test_a_pretrained_scheme_is_not_tainted_by_an_unverified_train_split(files, wt2_data_dir):
+    from bench.data.tokenize_stats import run_stats
+
+    result = run_stats("wikitext-2", ["byte", f"hf:{files['gpt2']}"], ("valid",), wt2_data_dir)
+    verified = {r.scheme.partition(":")[0]: r.verified for r in result.records}
+    assert result.splits["valid"].verified and not result.splits["train"].verified
+    assert verified == {"byte": False, "hf": True}  # byte is trained on the unverified train split; hf is loaded

@@ -15,6 +15,8 @@ the first real token is predicted. It is never produced by ``encode``.
 
 from __future__ import annotations
 
+import difflib
+
 import hashlib
 import json
 import re
@@ -216,22 +218,37 @@ class Tokenizer(ABC):
 
 
 def lost_bytes(text: str, decoded: str) -> int:
-    """Bytes of ``text`` that ``decoded`` does not give back: lines are matched first, then the bytes of lines
-    that differ (difflib's matching blocks)."""
-    import difflib
-
+    """Bytes of ``text`` that ``decoded`` does not give back, by alignment (difflib): lines first, then the words
+    of lines that differ, then the bytes of words that differ; whitespace that decoding drops counts too."""
     lines, back = text.split("\n"), decoded.split("\n")
-    lost = 0
+    lost = max(0, len(lines) - len(back))  # line breaks
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines, back, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
         pairs = zip(lines[i1:i2], back[j1:j2]) if i2 - i1 == j2 - j1 else [("\n".join(lines[i1:i2]),
                                                                              "\n".join(back[j1:j2]))]
-        for line, other in pairs:
-            a, b = text_bytes(line), text_bytes(other)
-            if len(a) * len(b) > 10**8:  # too long to align: count it all as lost
+        lost += sum(_lost_in_line(line, other) for line, other in pairs)
+    return lost
+
+
+def _lost_in_line(line: str, other: str) -> int:
+    words, back = line.split(), other.split()
+    lost = max(0, _spaces(line) - _spaces(other))
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, words, back, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        pairs = zip(words[i1:i2], back[j1:j2]) if i2 - i1 == j2 - j1 else [("".join(words[i1:i2]),
+                                                                             "".join(back[j1:j2]))]
+        for word, got in pairs:
+            a, b = text_bytes(word), text_bytes(got)
+            if len(a) * len(b) > 10**7:  # too long to align: all of it lost
                 lost += len(a)
                 continue
             lost += len(a) - sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False)
                                  .get_matching_blocks())
     return lost
+
+
+def _spaces(text: str) -> int:
+    """Whitespace bytes other than line breaks (counted apart)."""
+    return len(text_bytes(text)) - sum(len(text_bytes(w)) for w in text.split()) - text.count("\n")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenizers_study.base import SchemeSpec, Tokenizer
+from tokenizers_study.base import LossReport, SchemeSpec, Tokenizer, lost_bytes
 from tokenizers_study.bpe import byte_symbols
 from tokenizers_study.errors import TokenizerError
 from tokenizers_study.text import decode_bytes
@@ -81,6 +81,9 @@ class HFTokenizerFile(_Pretrained):
         self.specials = [t["content"] for t in doc.get("added_tokens", []) if t.get("special")]
         doc["added_tokens"] = [t for t in doc.get("added_tokens", []) if not t.get("special")]
         self.encoder = HFTokenizer.from_str(json.dumps(doc))  # matches no special token in the text
+        for tokenizer in (self.hf, self.encoder):  # a file saved for a model may cut or pad every text
+            tokenizer.no_truncation()
+            tokenizer.no_padding()
         self.byte_level = "ByteLevel" in json.dumps(doc.get("decoder"))
 
     @classmethod
@@ -134,8 +137,26 @@ class HFTokenizerFile(_Pretrained):
                 table[i] = token.replace("\u2581", " ").removeprefix("##").encode("utf-8")
         return table
 
+    def fallback_ids(self) -> np.ndarray:
+        if self.byte_level:
+            return np.zeros(0, dtype=np.int64)  # byte symbols are ordinary tokens of a byte-level BPE
+        return super().fallback_ids()
+
     def _encode(self, text: str) -> np.ndarray:
         return np.asarray(self.encoder.encode(text, add_special_tokens=False).ids, dtype=np.int32)
+
+    def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
+        """As the base class; a tokenizer whose decoding drops line breaks (WordPiece) is aligned line by line,
+        each line encoded apart, and the line breaks it drops counted as lost."""
+        decoded_lines = self.decode(self.encode(text) if ids is None else ids).count("\n")
+        if decoded_lines == text.count("\n"):
+            return super().loss_report(text, ids)
+        lines = text.split("\n")
+        back = [self.hf.decode(e.ids, skip_special_tokens=False)
+                for e in self.encoder.encode_batch(lines, add_special_tokens=False)]
+        lost = len(lines) - 1 - decoded_lines + sum(lost_bytes(a, b) for a, b in zip(lines, back) if a != b)
+        return LossReport(False, lost_bytes=lost, detail=f"decoding drops {len(lines) - 1 - decoded_lines} line "
+                                                         f"breaks (the lines measured one by one)")
 
     def decode(self, ids) -> str:
         if self.byte_level:

@@ -15,7 +15,7 @@ MODEL_HELP = "Model: sha-rnn, lstm or transformer."
 PRESET_HELP = "Preset: tiny (seconds on CPU), small (minutes on CPU) or paper (GPU)."
 SET_HELP = ("KEY=VALUE: override any model or training field of the preset (e.g. --set attention=all, "
             "--set max_steps=500, --set lr=1e-3). Repeatable.")
-TOKENIZER_HELP = "Tokenization scheme, e.g. byte, bpe:4096, word-open:33278."
+TOKENIZER_HELP = "Tokenization scheme, e.g. byte, bpe:4096, word-open:33278, hf:PATH, spm:PATH."
 
 
 def data_dir_option() -> Optional[Path]:

@@ -19,7 +19,8 @@ def tokenize_stats(
     dataset: str = typer.Option(..., "--dataset", help="Corpus name (fetched into the data folder)."),
     schemes: str = typer.Option("byte,char,bpe:4096,sp-unigram:4096,word:33278,word-open:33278", "--schemes",
                                 help="Comma-separated schemes: byte, char, bpe:N, sp-bpe:N, sp-unigram:N, "
-                                "word:N, word-open:N."),
+                                "word:N, word-open:N; pretrained hf:PATH (tokenizer.json or its folder), "
+                                "spm:PATH (.model)."),
     splits: str = typer.Option("train,valid,test", "--splits", help="Comma-separated splits to measure."),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of records instead of a table."),

@@ -14,8 +14,8 @@ from bench.tables import markdown_table, text_table
 from tokenizers_study.stats import SchemeStats, scheme_stats
 
 COLUMNS = ["scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
-           "unk_rate", "fallback_rate", "lossless", "lost_words", "unigram_entropy_bits", "renyi_efficiency",
-           "mb_per_s", "verified"]
+           "unk_rate", "fallback_rate", "lossless", "lost_words", "lost_bytes", "unigram_entropy_bits",
+           "renyi_efficiency", "mb_per_s", "verified"]
 
 
 @dataclass
@@ -35,8 +35,8 @@ def run_stats(dataset: str, schemes: list[str], splits: tuple[str, ...], data_di
         for split in splits:
             print(f"measuring {scheme} on {dataset} {split}", file=sys.stderr)
             stats, ids = scheme_stats(tokenizer, texts[split], split)
-            # A scheme trained on unverified data is as unverified as the split it encodes.
-            stats.verified = opened[split].verified and opened["train"].verified
+            # A scheme trained on unverified data is as unverified as the split it encodes (one loaded: not).
+            stats.verified = opened[split].verified and (tokenizer.pretrained or opened["train"].verified)
             save_encoded(data_dir, opened[split], tokenizer, ids)
             records.append(stats)
     return StatsResult(dataset, records, {s: opened[s] for s in opened})
@@ -52,11 +52,12 @@ def _notes(result: StatsResult) -> str:
     if unverified:
         lines.append(f"UNVERIFIED data: {result.dataset} {', '.join(unverified)} "
                      "is not the official file; every row computed from it says verified: NO "
-                     "(tokenizers are trained on train, so an unverified train split marks every row).")
+                     "(tokenizers are trained on train, so an unverified train split marks every row of a scheme "
+                     "trained here; a pretrained scheme's rows follow their own split).")
     lossy = sorted({r.scheme for r in result.records if not r.lossless})
     if lossy:
         lines.append(f"LOSSY: {', '.join(lossy)} cannot give the text back (lost_words: words that decode as "
-                     "<unk>); numbers computed under them are not comparable with lossless schemes.")
+                     "<unk>; lost_bytes: bytes of the split that decoding does not give back); numbers computed under them are not comparable with lossless schemes.")
     return "\n".join(lines)
 
 
@@ -66,10 +67,12 @@ def stats_markdown(result: StatsResult) -> str:
     parts = [
         f"# Tokenization statistics: {result.dataset}",
         "",
-        "Every scheme is trained on the train split only. `tokens_per_*` divide the token count by the split's "
+        "Every scheme is trained on the train split only (a pretrained `hf:` or `spm:` scheme is loaded, never "
+        "trained). `tokens_per_*` divide the token count by the split's "
         "UTF-8 bytes, Unicode characters and whitespace-separated words; `unk_rate` is the share of tokens that "
         "are `<unk>`; `fallback_rate` the share that are byte-fallback tokens; `lossless` says whether "
-        "decoding gives the split back byte for byte; `unigram_entropy_bits` is the Shannon entropy of the "
+        "decoding gives the split back byte for byte, and if not `lost_words` (words decoded as `<unk>`) and "
+        "`lost_bytes` (bytes of the split that decoding does not give back); `unigram_entropy_bits` is the Shannon entropy of the "
         "tokens' unigram distribution and `renyi_efficiency` its Rényi entropy of order 2.5 divided by log2 of the "
         "vocabulary size (Zouhar et al. 2023); `mb_per_s` is encoding throughput (10^6 bytes/s).",
         "",
