@@ -3,6 +3,7 @@
 import csv
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -213,7 +214,7 @@ def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
     assert not (tmp_path / "report").exists()
 
 
-@pytest.mark.parametrize("name", ["smoke", "quick", "attack", "paper-enwik8"])
+@pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).parents[1] / "configs").glob("*.toml")))
 def test_shipped_configs_are_valid(name, repo):
     config = load_config(repo / "configs" / f"{name}.toml")
     assert expand(config)
