@@ -101,7 +101,10 @@ def test_lm_eval_conventions_match_the_harness(tiny_gpt2, data_dir):
     model, tokenizer = load_pretrained(tiny_gpt2, torch.device("cpu"))
     from bench.engine.hf_eval import lm_eval_numbers
 
+    widths = []
+    model.register_forward_pre_hook(lambda module, args: widths.append(args[0].shape[1]))
     ours = lm_eval_numbers(model, tokenizer, text, 16, torch.device("cpu"))
+    assert max(widths) == 16 and len(widths) > 3  # full windows, never beyond the model's window
     harness = HFLM(pretrained=str(tiny_gpt2), device="cpu", batch_size=1, max_length=16)
     requests = [Instance("loglikelihood_rolling", {}, (wikitext_detokenizer({"page": page}),), k)
                 for k, page in enumerate(document_pages(text))]
@@ -181,6 +184,7 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
 
 @pytest.mark.parametrize("args, fragments", [
     (["--window", "64", "--stride", "64"], ["--stride", "less than the window"]),
+    (["--window", "4096"], ["--window 4096", "longer than the model's context (2048)"]),
     (["--conventions", "harness"], ["--conventions", "lm-eval"]),
     (["--precision", "fp8"], ["--precision"]),
     (["--batch-size", "0"], ["--batch-size"]),

@@ -95,13 +95,13 @@ def start_token(model, tokenizer) -> int:
     raise BenchError("the model's tokenizer has no beginning- or end-of-text token to predict the first token from")
 
 
-def context_length(model, tokenizer) -> int:
+def context_length(model, tokenizer) -> int | None:
     for name in ("n_positions", "max_position_embeddings", "n_ctx"):
         if getattr(model.config, name, None):
             return int(getattr(model.config, name))
     if tokenizer.model_max_length and tokenizer.model_max_length < 10**9:
         return int(tokenizer.model_max_length)
-    raise BenchError("the model states no context length; give --window")
+    return None
 
 
 @torch.no_grad()
@@ -161,8 +161,8 @@ def lm_eval_numbers(model, tokenizer, text: str, window: int, device: torch.devi
         ids = tokenizer.encode(wikitext_detokenizer({"page": page}))
         log_likelihood = 0.0
         for context, continuation in map(make_disjoint_window, get_rolling_token_windows(ids, prefix, window, 1)):
-            sequence = torch.tensor([context + continuation], device=device)
-            logits = model(sequence).logits.float()[0, len(context) - 1:-1]
+            sequence = torch.tensor([context + continuation], device=device)  # window + 1 tokens: the last is
+            logits = model(sequence[:, :-1]).logits.float()[0, len(context) - 1:]  # only predicted
             log_likelihood -= F.cross_entropy(logits, sequence[0, len(context):], reduction="sum").item()
         result = process_results({"page": page}, [log_likelihood])
         totals["ll"] += log_likelihood
@@ -195,7 +195,12 @@ def evaluate_pretrained(settings: HFEvalSettings) -> RunResult:
         return previous
     device = pick_device("auto")
     model, tokenizer = load_pretrained(settings.model_dir, device)
-    window = settings.window or context_length(model, tokenizer)
+    limit = context_length(model, tokenizer)
+    window = settings.window or limit
+    if window is None:
+        raise BenchError("the model states no context length; give --window")
+    if limit and window > limit:
+        raise BenchError(f"--window {window} is longer than the model's context ({limit}); give at most that")
     stride = settings.stride or max(1, window // 2)
     if not 1 <= stride < window:
         raise BenchError(f"--stride must be at least 1 and less than the window ({window}), not {stride}")
