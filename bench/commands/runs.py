@@ -187,24 +187,25 @@ def eval_hf_command(
     conventions: str = typer.Option("bench", "--conventions", help="bench, or lm-eval: also score it as "
                                     "lm-evaluation-harness's wikitext task does (needs lm_eval)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for result.json (default: runs/hf-<model>-"
-                                       "<dataset>-<split>)."),
+                                       "<dataset>-<split>-<run id>)."),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print result.json."),
 ) -> None:
     """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
     from dataclasses import asdict
 
-    from bench.engine.hf_eval import HFEvalSettings, evaluate_pretrained
+    from dataclasses import replace
+
+    from bench.engine.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained
 
     if conventions not in ("bench", "lm-eval"):
         raise BenchError(f"--conventions must be bench or lm-eval, not {conventions!r}")
     if split not in ("train", "valid", "test"):
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
-    folder = out or Path("runs") / f"hf-{model_dir.name}-{dataset}-{split}"
-    require_folder(folder, "--out")
-    result = evaluate_pretrained(HFEvalSettings(str(model_dir), dataset, split, stride, window, batch_size,
-                                                conventions == "lm-eval", precision,
-                                                str(data_dir) if data_dir else None, str(folder)))
+    settings = HFEvalSettings(str(model_dir), dataset, split, stride, window, batch_size, conventions == "lm-eval",
+                              precision, str(data_dir) if data_dir else None)
+    folder = require_folder(out or default_out_dir(settings), "--out")
+    result = evaluate_pretrained(replace(settings, out_dir=str(folder)))
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return

@@ -223,6 +223,17 @@ def evaluate_pretrained(settings: HFEvalSettings) -> RunResult:
     return result
 
 
+def default_out_dir(settings: HFEvalSettings) -> Path:
+    """runs/hf-<model>-<dataset>-<split>-<run id>: another setting is another folder."""
+    from bench.data.paths import resolve_data_dir
+    from bench.data.store import open_split
+
+    check_model_folder(settings.model_dir)
+    split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
+    run_id = pretrained_run_id(settings, split.sha256)
+    return Path("runs") / f"hf-{Path(settings.model_dir).name}-{settings.dataset}-{settings.split}-{run_id[:10]}"
+
+
 def pretrained_run_id(settings: HFEvalSettings, split_sha256: str) -> str:
     """What the numbers depend on: the weights, the tokenizer, the text, the split and the windows (a default
     window or stride follows from the model's files)."""
