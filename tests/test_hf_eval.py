@@ -60,7 +60,17 @@ def test_the_total_equals_a_direct_computation_and_every_token_counts_once(tiny_
     direct = torch.nn.functional.cross_entropy(logits, sequence[0, 1:], reduction="sum").item()
     whole = rolling_nll(model, ids, tokenizer.bos_token_id, 2048, 1024, 4, torch.device("cpu"))
     assert whole.sum() == pytest.approx(direct, rel=1e-6)
+    projected = []
+    model.get_output_embeddings().register_forward_hook(lambda module, args, out: projected.append(out.shape[1]))
     strided = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 16, 4, torch.device("cpu"))
+    assert projected[0] == 64 and set(projected[1:-1]) == {17}  # overlapping positions are not projected
+
+    class WithoutKeep(torch.nn.Module):  # a model that cannot skip positions: the same numbers
+        def forward(self, inputs):
+            return model(inputs)
+
+    assert rolling_nll(WithoutKeep(), ids, tokenizer.bos_token_id, 64, 16, 4, torch.device("cpu")).tolist() == \
+        pytest.approx(strided.tolist(), abs=1e-6)
     assert strided.sum() == pytest.approx(direct, rel=0.05) and strided.sum() != pytest.approx(direct, rel=1e-9)
     # Each token once, in the window its position falls in: windows begin every 16 positions, and the token at
     # position p (the start token is position 0) is predicted by the first window that reaches it.

@@ -124,13 +124,24 @@ def rolling_nll(model, ids: list[int], start: int, window: int, stride: int, bat
         inputs = torch.zeros(len(batch), width, dtype=torch.long)
         for row, (begin, end, _) in enumerate(batch):
             inputs[row, :end - begin] = torch.tensor(sequence[begin:end])
+        skip = min(first - begin - 1 for begin, _, first in batch)  # positions that predict no scored token
         with autocast(device, amp):
-            logits = model(inputs.to(device)).logits.float()
+            logits = last_logits(model, inputs.to(device), width - skip)
         for row, (begin, end, first) in enumerate(batch):
             targets = torch.tensor(sequence[first:end], device=device)
-            token_nll = F.cross_entropy(logits[row, first - begin - 1:end - begin - 1], targets, reduction="none")
+            token_nll = F.cross_entropy(logits[row, first - begin - 1 - skip:end - begin - 1 - skip], targets,
+                                        reduction="none")
             nll[first - 1:end - 1] = token_nll.double().cpu().numpy()
     return nll
+
+
+def last_logits(model, inputs: torch.Tensor, keep: int) -> torch.Tensor:
+    """The float32 logits of the last ``keep`` positions: most models then project only those to the
+    vocabulary (``logits_to_keep``), which saves the largest matrix product of overlapping windows."""
+    try:
+        return model(inputs, logits_to_keep=keep).logits.float()
+    except TypeError:  # a model without the argument
+        return model(inputs).logits.float()[:, -keep:]
 
 
 def file_digest(folder: Path, names: tuple[str, ...]) -> str:
