@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except typer.Exit as exc:
+        if exc.exit_code == 130:  # Typer's form of Ctrl-C in some commands
+            print("interrupted", file=sys.stderr)
         return exc.exit_code
     return result if isinstance(result, int) else 0
 

@@ -195,6 +195,8 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
 @pytest.mark.parametrize("args, fragments", [
     (["--window", "64", "--stride", "64"], ["--stride", "less than the window"]),
     (["--window", "4096"], ["--window 4096", "longer than the model's context (2048)"]),
+    (["--window", "0"], ["--window must be at least 1, not 0"]),
+    (["--stride", "0"], ["--stride must be at least 1, not 0"]),
     (["--conventions", "harness"], ["--conventions", "lm-eval"]),
     (["--precision", "fp8"], ["--precision"]),
     (["--batch-size", "0"], ["--batch-size"]),
@@ -225,3 +227,57 @@ def test_eval_hf_names_its_default_folder_by_run_id(tiny_gpt2, data_dir, tmp_pat
         assert done.returncode == 0, done.stderr
     folders = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(folders) == 2 and all(f.startswith(f"hf-{tiny_gpt2.name}-toy-test-") for f in folders)
+
+
+def test_eval_hf_refuses_damaged_or_mismatched_model_folders(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):
+    import shutil
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    def variant(name, change):
+        folder = tmp_path / name
+        shutil.copytree(tiny_gpt2, folder)
+        change(folder)
+        return folder
+
+    cases = {
+        "holds no tokenizer": variant("no-tokenizer", lambda f: [(f / n).unlink() for n in ("tokenizer.json",
+                                                                                           "tokenizer_config.json")]),
+        "could not be loaded": variant("corrupt", lambda f: (f / "model.safetensors").write_bytes(b"garbage")),
+        "is not the model's": variant("small-vocab", lambda f: GPT2LMHeadModel(GPT2Config(
+            vocab_size=50, n_positions=64, n_embd=8, n_layer=1, n_head=1)).save_pretrained(f)),
+    }
+    for fragment, folder in cases.items():
+        out = tmp_path / f"out-{folder.name}"
+        one_line_error(cli("eval-hf", str(folder), "--dataset", "toy", "--data-dir", str(data_dir), "--out",
+                           str(out)), fragment)
+        assert not out.exists()
+
+
+def test_eval_hf_never_writes_into_a_training_run_or_a_matrix(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):
+    for name, content in (("spec.json", '{"run_id": "0123456789abcdef"}'), ("checkpoint.pt", "x"),
+                          ("runs.csv", "model\n")):
+        out = tmp_path / name.replace(".", "-")
+        out.mkdir()
+        (out / name).write_text(content)
+        one_line_error(cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--out",
+                           str(out)), str(out))
+        assert sorted(p.name for p in out.iterdir()) == [name]
+
+
+def test_a_split_without_tokens_is_not_scored(tiny_gpt2):
+    from bench.engine.hf_eval import check_ids
+    from bench.errors import BenchError
+
+    model, _ = load_pretrained(tiny_gpt2, torch.device("cpu"))
+    with pytest.raises(BenchError, match="no tokens"):
+        check_ids([], 0, model, "test")
+
+
+def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tiny_gpt2, tmp_path, cli,
+                                                                             one_line_error, data_dir):
+    config = tmp_path / "m.toml"
+    for bad, fragment in (("window = 100000", "window 100000 is longer than the model's context (2048)"),
+                          ("stride = 4096", "stride must be less than the window (2048)")):
+        config.write_text(MATRIX.format(model=tiny_gpt2).replace("window = 64\nstride = 32", bad))
+        one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)

@@ -179,3 +179,37 @@ def test_a_pretrained_scheme_is_not_tainted_by_an_unverified_train_split(files, 
     verified = {r.scheme.partition(":")[0]: r.verified for r in result.records}
     assert result.splits["valid"].verified and not result.splits["train"].verified
     assert verified == {"byte": False, "hf": True}  # byte is trained on the unverified train split; hf is loaded
+
+
+def test_files_that_are_no_tokenizer_are_one_line_errors(tmp_path, files):
+    bad = {"garbage.json": b"{garbage", "list.json": b"[1, 2]", "empty.json": b"", "binary.json": b"\xff\xfe\x00",
+           "empty.model": b"", "tokenizer.json.model": (files["gpt2"] / "tokenizer.json").read_bytes()}
+    for name, content in bad.items():
+        (tmp_path / name).write_bytes(content)
+        family = "spm" if name.endswith(".model") else "hf"
+        with pytest.raises(TokenizerError, match="is not"):
+            train_tokenizer(f"{family}:{tmp_path / name}", "")
+
+
+def test_a_sentencepiece_model_without_a_line_break_piece_gets_one(tmp_path, corpus_text):
+    tok = train_tokenizer(f"spm:{spm_model(tmp_path / 'plain.model', corpus_text)}", "")
+    assert tok.sp.piece_to_id("\n") == tok.sp.unk_id() and not tok._byte_ids  # neither a piece nor bytes for it
+    text = "first line\n\nthird, with a rare ✓ sign\n"
+    ids = tok.encode(text)
+    assert (ids == tok.vocab_size - 1).sum() == 3 and ids.max() < tok.vocab_size
+    assert tok.decode(ids).count("\n") == 3 and not tok.loss_report(text).lossless  # the rare sign is <unk>
+
+
+def test_characters_are_counted_on_the_tokens_even_when_decoding_adds_text(tmp_path, corpus_text):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.decoder = decoders.WordPiece()  # puts spaces between words and removes the line breaks
+    tokenizer.train_from_iterator(corpus_text.splitlines(), trainers.WordPieceTrainer(vocab_size=300,
+                                                                                      special_tokens=["[UNK]"]))
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    tok = train_tokenizer(f"hf:{tmp_path}", "")
+    ids = tok.encode(corpus_text[:2000])
+    lengths = tok.char_lengths(ids)
+    assert len(lengths) == len(ids) and lengths.sum() == len(tok.pieces_text(ids)) > 0

@@ -194,9 +194,14 @@ class Tokenizer(ABC):
         ids = np.asarray(ids, dtype=np.int64)
         ends = np.cumsum(self.byte_lengths(ids))
         begins = np.zeros(int(ends[-1]) + 1 if len(ends) else 1, dtype=np.int64)
-        begins[char_byte_offsets(self.decode(ids))[:-1]] = 1  # 1 at each byte where a character begins
+        begins[char_byte_offsets(self.pieces_text(ids))[:-1]] = 1  # 1 at each byte where a character begins
         begun = np.concatenate([[0], np.cumsum(begins)])  # begun[k]: characters begun before byte k
         return begun[ends] - begun[np.concatenate([[0], ends[:-1]])]
+
+    def pieces_text(self, ids: Sequence[int] | np.ndarray) -> str:
+        """The text the tokens' own bytes spell (``byte_lengths`` of each): ``decode`` unless a decoder adds or
+        removes text between tokens (some pretrained tokenizers do)."""
+        return self.decode(ids)
 
     def _id_byte_lengths(self) -> np.ndarray:
         """Bytes each id decodes to, from the id -> bytes table of schemes that decode through one

@@ -63,6 +63,9 @@ class _Pretrained(Tokenizer):
         return np.asarray([i for i in self._byte_ids if i is not None], dtype=np.int64)
 
     def decode(self, ids) -> str:
+        return self.pieces_text(ids)
+
+    def pieces_text(self, ids) -> str:
         table = self._id_bytes
         return decode_bytes(b"".join(table[i] for i in np.asarray(ids).tolist()))
 
@@ -76,7 +79,12 @@ class HFTokenizerFile(_Pretrained):
 
         self.tokenizer_json = tokenizer_json
         self.file_sha256 = hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest()
-        self.hf = HFTokenizer.from_str(tokenizer_json)
+        try:
+            self.hf = HFTokenizer.from_str(tokenizer_json)
+        except Exception as exc:  # the tokenizers library raises a bare Exception for a file it cannot read
+            raise TokenizerError(f"{spec.name}: the file is not a HuggingFace tokenizer.json "
+                                 f"({str(exc).splitlines()[0][:120]}); give a tokenizer.json saved by "
+                                 f"`tokenizers` or `transformers`") from None
         doc = json.loads(tokenizer_json)
         self.specials = [t["content"] for t in doc.get("added_tokens", []) if t.get("special")]
         doc["added_tokens"] = [t for t in doc.get("added_tokens", []) if not t.get("special")]
@@ -88,7 +96,10 @@ class HFTokenizerFile(_Pretrained):
 
     @classmethod
     def load(cls, spec: SchemeSpec) -> "HFTokenizerFile":
-        return cls(spec, read_pretrained(spec, "tokenizer.json").decode("utf-8"))
+        try:
+            return cls(spec, read_pretrained(spec, "tokenizer.json").decode("utf-8"))
+        except UnicodeDecodeError:
+            raise TokenizerError(f"{spec.name}: the file is not text, so not a tokenizer.json") from None
 
     def state(self) -> dict:
         return {"tokenizer_json": self.tokenizer_json}
@@ -174,7 +185,13 @@ class SentencePieceModelFile(_Pretrained):
 
         self.model = model
         self.file_sha256 = hashlib.sha256(model).hexdigest()
-        self.sp = spm.SentencePieceProcessor(model_proto=model)
+        try:
+            self.sp = spm.SentencePieceProcessor(model_proto=model)
+            if not self.sp.get_piece_size():  # an empty file parses as an empty model
+                raise RuntimeError
+        except RuntimeError:
+            raise TokenizerError(f"{spec.name}: the file is not a sentencepiece model; give a .model file "
+                                 f"written by sentencepiece") from None
 
     @classmethod
     def load(cls, spec: SchemeSpec) -> "SentencePieceModelFile":
@@ -189,7 +206,7 @@ class SentencePieceModelFile(_Pretrained):
 
     @property
     def vocab_size(self) -> int:
-        return self.sp.get_piece_size() + (self.sp.bos_id() < 0)
+        return self.sp.get_piece_size() + (self.sp.bos_id() < 0) + self._added_newline
 
     @property
     def bos_id(self) -> int:
@@ -205,11 +222,17 @@ class SentencePieceModelFile(_Pretrained):
         return ids if all(self.sp.is_byte(i) for i in ids) else []
 
     @cached_property
+    def _added_newline(self) -> bool:
+        """A model with neither a line-break piece nor byte pieces gets one more id for the line break."""
+        return not self._byte_ids and self.sp.piece_to_id("\n") == self.sp.unk_id()
+
+    @cached_property
     def _newline_id(self) -> int:
         if self._byte_ids:
             return self._byte_ids[10]
-        piece = self.sp.piece_to_id("\n")
-        return piece if piece != self.sp.unk_id() else self.sp.unk_id()
+        if self._added_newline:
+            return self.sp.get_piece_size() + (self.sp.bos_id() < 0)
+        return self.sp.piece_to_id("\n")
 
     @cached_property
     def _id_bytes(self) -> list[bytes]:
@@ -220,6 +243,7 @@ class SentencePieceModelFile(_Pretrained):
                 table[i] = bytes([int(_BYTE_PIECE.fullmatch(piece).group(1), 16)])
             elif not (self.sp.is_control(i) or self.sp.is_unknown(i)):
                 table[i] = piece.replace("\u2581", " ").encode("utf-8")
+        table[self._newline_id] = b"\n"
         return table
 
     def _encode(self, text: str) -> np.ndarray:

@@ -15,6 +15,7 @@ the harness's own functions: its numbers then sit beside the project's in the re
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import time
@@ -30,8 +31,9 @@ from bench.engine.result import RunResult
 from bench.errors import BenchError
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "tokenizer_config.json",
-                   "special_tokens_map.json")
+VOCABULARY_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json",
+                    "vocab.txt")
+TOKENIZER_FILES = VOCABULARY_FILES + ("merges.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
 @dataclass(frozen=True)
@@ -55,14 +57,15 @@ def load_pretrained(model_dir: str | Path, device: torch.device):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()  # its warnings are not this command's output; errors come back as one line
 
     folder = check_model_folder(model_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
-    except (OSError, ValueError, KeyError) as exc:
-        raise BenchError(f"{folder} could not be loaded as a causal language model "
-                         f"({str(exc).splitlines()[0][:200]})") from None
+    except Exception as exc:  # transformers and safetensors raise many kinds for a damaged folder
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise BenchError(f"{folder} could not be loaded as a causal language model ({first})") from None
     project_in_float32(model)
     return model.to(device).eval(), tokenizer
 
@@ -85,6 +88,9 @@ def check_model_folder(model_dir: str | Path, what: str = "MODEL") -> Path:
     if not (folder / "config.json").is_file():
         raise BenchError(f"{what} {folder} is not a model folder (no config.json); give a local folder saved with "
                          f"save_pretrained (the hub is never reached)")
+    if not any((folder / name).is_file() for name in VOCABULARY_FILES):
+        raise BenchError(f"{what} {folder} holds no tokenizer ({', '.join(VOCABULARY_FILES[:3])}, ...); save the "
+                         f"model's tokenizer into it with save_pretrained")
     return folder
 
 
@@ -195,29 +201,34 @@ def evaluate_pretrained(settings: HFEvalSettings) -> RunResult:
     from tokenizers_study.text import text_counts
 
     check_model_folder(settings.model_dir)
-    if settings.batch_size < 1:
-        raise BenchError(f"--batch-size must be at least 1, not {settings.batch_size}")
+    for option, value in (("--window", settings.window), ("--stride", settings.stride),
+                          ("--batch-size", settings.batch_size)):
+        if value is not None and value < 1:
+            raise BenchError(f"{option} must be at least 1, not {value}")
     if settings.precision not in ("auto", "float32", "bfloat16"):
         raise BenchError(f"--precision must be auto, float32 or bfloat16, not {settings.precision!r}")
     split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
     run_id = pretrained_run_id(settings, split.sha256)
+    if settings.out_dir:
+        check_out_folder(Path(settings.out_dir), run_id)
     previous = _previous_result(settings.out_dir, run_id)
     if previous is not None:
         return previous
     device = pick_device("auto")
     model, tokenizer = load_pretrained(settings.model_dir, device)
     limit = context_length(model, tokenizer)
-    window = settings.window or limit
+    window = settings.window if settings.window is not None else limit
     if window is None:
         raise BenchError("the model states no context length; give --window")
     if limit and window > limit:
         raise BenchError(f"--window {window} is longer than the model's context ({limit}); give at most that")
-    stride = settings.stride or max(1, window // 2)
+    stride = settings.stride if settings.stride is not None else max(1, window // 2)
     if not 1 <= stride < window:
         raise BenchError(f"--stride must be at least 1 and less than the window ({window}), not {stride}")
     text = split.read_text()
     began = time.perf_counter()
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+    check_ids(ids, start_token(model, tokenizer), model, settings.split)
     amp = autocast_dtype(device, settings.precision)
     nll = rolling_nll(model, ids, start_token(model, tokenizer), window, stride, settings.batch_size, device, amp)
     seconds = time.perf_counter() - began
@@ -232,6 +243,33 @@ def evaluate_pretrained(settings: HFEvalSettings) -> RunResult:
         Path(settings.out_dir).mkdir(parents=True, exist_ok=True)
         write_json_atomic(Path(settings.out_dir) / "result.json", result.to_json())
     return result
+
+
+def check_out_folder(out: Path, run_id: str) -> None:
+    """Refuse, before any work, a folder that belongs to a training run, a matrix or another evaluation."""
+    from bench.engine.run import check_run_folder
+
+    check_run_folder(out, run_id)
+    for name in ("checkpoint.pt", "runs.csv", "matrix.toml"):
+        if (out / name).exists():
+            raise BenchError(f"{out} holds {name} (a training run or a matrix); choose another --out folder")
+    status = out / "status.json"
+    try:
+        recorded = json.loads(status.read_text()).get("run_id") if status.is_file() else None
+    except (ValueError, AttributeError):
+        recorded = "unreadable"
+    if recorded not in (None, "", run_id):
+        raise BenchError(f"{out} records another run ({status}); choose another --out folder")
+
+
+def check_ids(ids: list[int], start: int, model, split: str) -> None:
+    """The tokens must exist and fit the model's embedding table."""
+    if not ids:
+        raise BenchError(f"the {split} split encodes to no tokens under the model's tokenizer: nothing to score")
+    rows = model.get_input_embeddings().num_embeddings
+    if max(max(ids), start) >= rows:
+        raise BenchError(f"the tokenizer gives ids up to {max(max(ids), start)} but the model has {rows} embeddings: "
+                         f"the folder's tokenizer is not the model's")
 
 
 def default_out_dir(settings: HFEvalSettings) -> Path:

@@ -66,7 +66,10 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
         if unknown or not isinstance(entry.get("model"), str):
             raise BenchError(f"{path}: [[pretrained]] needs model = \"FOLDER\" and allows {', '.join(ENTRY_KEYS)}"
                              + (f"; unknown: {unknown}" if unknown else ""))
-        folder = check_model_folder(path.parent / entry["model"], "[[pretrained]] model")
+        try:
+            folder = check_model_folder(path.parent / entry["model"], "[[pretrained]] model")
+        except BenchError as exc:
+            raise BenchError(f"{path}: {exc}") from None
         name = entry.get("name", folder.name)
         if not isinstance(name, str) or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
             raise BenchError(f"{path}: [[pretrained]] name {name!r} must use letters, digits, '-', '_' and '.'")
@@ -78,13 +81,30 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
             value = entry.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise BenchError(f"{path}: [[pretrained]] {name}: {key} must be a positive integer, not {value!r}")
-        if entry.get("window") and entry.get("stride") and entry["stride"] >= entry["window"]:
-            raise BenchError(f"{path}: [[pretrained]] {name}: stride must be less than the window")
+        window, limit = entry.get("window"), declared_context(folder)
+        if window and limit and window > limit:
+            raise BenchError(f"{path}: [[pretrained]] {name}: window {window} is longer than the model's context "
+                             f"({limit})")
+        if entry.get("stride") and entry["stride"] >= (window or limit or entry["stride"] + 1):
+            raise BenchError(f"{path}: [[pretrained]] {name}: stride must be less than the window "
+                             f"({window or limit})")
         parsed.append({**entry, "model": str(folder), "name": name, "dataset": list(wanted)})
     names = [e["name"] for e in parsed]
     if len(set(names)) < len(names):
         raise BenchError(f"{path}: two [[pretrained]] entries are named alike; give each a name")
     return parsed
+
+
+def declared_context(folder: Path) -> int | None:
+    """The context length a model's config.json states (read as JSON: no model is loaded to plan)."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    values = [config.get(k) for k in ("n_positions", "max_position_embeddings", "n_ctx")]
+    return next((int(v) for v in values if isinstance(v, int) and v > 0), None)
 
 
 def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> list[PretrainedRun]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,8 @@ def load_study(results_dir: Path) -> Study:
     done["flags"] = [_flags(r) for _, r in done.iterrows()]
     pretrained, done = done[done["match"] == PRETRAINED], done[done["match"] != PRETRAINED].copy()
     if done.empty:
-        raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished training yet; nothing to report")
+        raise BenchError(f"{results_dir / 'runs.csv'}: no trained run has finished yet (the report compares trained "
+                         f"runs; pretrained models are shown beside them); run `bench run-matrix` first")
     done["seed"] = done["seed"].astype(int)  # a float column when pretrained rows (no seed) share the table
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
     runs = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()}
@@ -117,7 +119,17 @@ def token_analyses(study: Study) -> tuple[dict, dict, dict]:
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     study = load_study(Path(results_dir))
     out = require_folder(out_dir or Path("reports") / study.name, "report folder")
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _write_report(study, out)
+    except BaseException:
+        if created:  # a failed report leaves no folder behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _write_report(study: Study, out: Path) -> Path:
     floors, profiles, unk = token_analyses(study)
     doc = Document(f"Tokenization study: {study.name}")
     _summary(doc, study)
