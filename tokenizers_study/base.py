@@ -16,7 +16,6 @@ the first real token is predicted. It is never produced by ``encode``.
 from __future__ import annotations
 
 import difflib
-
 import hashlib
 import json
 import re
@@ -27,7 +26,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from tokenizers_study.errors import TokenizerError
-from tokenizers_study.text import char_byte_offsets, text_bytes
+from tokenizers_study.text import char_byte_offsets, decode_bytes, text_bytes
 
 FORMAT_VERSION = 1
 BOS = "<bos>"
@@ -203,6 +202,11 @@ class Tokenizer(ABC):
         removes text between tokens (some pretrained tokenizers do)."""
         return self.decode(ids)
 
+    def table_text(self, ids: Sequence[int] | np.ndarray) -> str:
+        """The tokens' bytes from the id -> bytes table (``_id_bytes``), joined and decoded."""
+        table = self._id_bytes
+        return decode_bytes(b"".join(table[i] for i in np.asarray(ids).tolist()))
+
     def _id_byte_lengths(self) -> np.ndarray:
         """Bytes each id decodes to, from the id -> bytes table of schemes that decode through one
         (``_id_bytes``); the others override this or ``byte_lengths``."""
@@ -227,31 +231,31 @@ def lost_bytes(text: str, decoded: str) -> int:
     of lines that differ, then the bytes of words that differ; whitespace that decoding drops counts too."""
     lines, back = text.split("\n"), decoded.split("\n")
     lost = max(0, len(lines) - len(back))  # line breaks
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines, back, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        pairs = zip(lines[i1:i2], back[j1:j2]) if i2 - i1 == j2 - j1 else [("\n".join(lines[i1:i2]),
-                                                                             "\n".join(back[j1:j2]))]
-        lost += sum(_lost_in_line(line, other) for line, other in pairs)
-    return lost
+    return lost + sum(_lost_in_line(line, other) for line, other in _changed_pairs(lines, back, "\n"))
 
 
 def _lost_in_line(line: str, other: str) -> int:
-    words, back = line.split(), other.split()
     lost = max(0, _spaces(line) - _spaces(other))
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, words, back, autojunk=False).get_opcodes():
+    for word, got in _changed_pairs(line.split(), other.split(), ""):
+        a, b = text_bytes(word), text_bytes(got)
+        if len(a) * len(b) > 10**7:  # too long to align: all of it lost
+            lost += len(a)
+            continue
+        matched = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+        lost += len(a) - sum(m.size for m in matched)
+    return lost
+
+
+def _changed_pairs(parts: list[str], back: list[str], joiner: str):
+    """The (part, what decoding gave for it) pairs that differ, aligned by difflib; where a run of parts is
+    replaced by a run of another length, the two runs joined by ``joiner`` make one pair."""
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, parts, back, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
-        pairs = zip(words[i1:i2], back[j1:j2]) if i2 - i1 == j2 - j1 else [("".join(words[i1:i2]),
-                                                                             "".join(back[j1:j2]))]
-        for word, got in pairs:
-            a, b = text_bytes(word), text_bytes(got)
-            if len(a) * len(b) > 10**7:  # too long to align: all of it lost
-                lost += len(a)
-                continue
-            lost += len(a) - sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False)
-                                 .get_matching_blocks())
-    return lost
+        if i2 - i1 == j2 - j1:
+            yield from zip(parts[i1:i2], back[j1:j2])
+        else:
+            yield joiner.join(parts[i1:i2]), joiner.join(back[j1:j2])
 
 
 def _spaces(text: str) -> int:

@@ -19,7 +19,6 @@ import numpy as np
 
 from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
-from tokenizers_study.text import decode_bytes
 
 
 def byte_symbols() -> list[str]:
@@ -129,5 +128,4 @@ class BPETokenizer(Tokenizer):
         return np.concatenate([np.asarray(e.ids, dtype=np.int32) for e in encodings])
 
     def decode(self, ids) -> str:
-        table = self._id_bytes
-        return decode_bytes(b"".join(table[i] for i in np.asarray(ids).tolist()))
+        return self.table_text(ids)

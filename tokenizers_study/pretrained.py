@@ -22,7 +22,6 @@ import numpy as np
 from tokenizers_study.base import LossReport, SchemeSpec, Tokenizer, lost_bytes
 from tokenizers_study.bpe import byte_symbols
 from tokenizers_study.errors import TokenizerError
-from tokenizers_study.text import decode_bytes
 
 START_TOKENS = ("<|endoftext|>", "<|begin_of_text|>", "<s>", "<bos>", "<|startoftext|>")
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -63,11 +62,10 @@ class _Pretrained(Tokenizer):
         return np.asarray([i for i in self._byte_ids if i is not None], dtype=np.int64)
 
     def decode(self, ids) -> str:
-        return self.pieces_text(ids)
+        return self.table_text(ids)
 
     def pieces_text(self, ids) -> str:
-        table = self._id_bytes
-        return decode_bytes(b"".join(table[i] for i in np.asarray(ids).tolist()))
+        return self.table_text(ids)
 
 
 class HFTokenizerFile(_Pretrained):

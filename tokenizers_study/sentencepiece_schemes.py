@@ -27,7 +27,6 @@ import numpy as np
 
 from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
-from tokenizers_study.text import decode_bytes
 
 _SPACE_MARK = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
@@ -133,8 +132,7 @@ class _SentencePieceTokenizer(Tokenizer):
         return np.concatenate(pieces)
 
     def decode(self, ids) -> str:
-        table = self._id_bytes
-        return decode_bytes(b"".join(table[i] for i in np.asarray(ids).tolist()))
+        return self.table_text(ids)
 
 
 class SentencePieceBPETokenizer(_SentencePieceTokenizer):
