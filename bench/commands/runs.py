@@ -192,11 +192,9 @@ def eval_hf_command(
     as_json: bool = typer.Option(False, "--json", help="Print result.json."),
 ) -> None:
     """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
-    from dataclasses import asdict
+    from dataclasses import asdict, replace
 
-    from dataclasses import replace
-
-    from bench.engine.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained
+    from bench.engine.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained, identify
 
     if conventions not in ("bench", "lm-eval"):
         raise BenchError(f"--conventions must be bench or lm-eval, not {conventions!r}")
@@ -204,8 +202,9 @@ def eval_hf_command(
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
     settings = HFEvalSettings(str(model_dir), dataset, split, stride, window, batch_size, conventions == "lm-eval",
                               precision, str(data_dir) if data_dir else None)
-    folder = require_folder(out or default_out_dir(settings), "--out")
-    result = evaluate_pretrained(replace(settings, out_dir=str(folder)))
+    identity = identify(settings)
+    folder = require_folder(out or default_out_dir(settings, identity.run_id), "--out")
+    result = evaluate_pretrained(replace(settings, out_dir=str(folder)), identity)
     if as_json:
         print(json.dumps(result.to_json(), indent=2))
         return

@@ -14,7 +14,6 @@ the harness's own functions: its numbers then sit beside the project's in the re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -27,10 +26,13 @@ import torch
 import torch.nn.functional as F
 
 from bench.engine.device import autocast, autocast_dtype
+from bench.data.store import SplitData
 from bench.engine.result import RunResult
 from bench.errors import BenchError
+from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
+CONTEXT_FIELDS = ("n_positions", "max_position_embeddings", "n_ctx")  # where a config.json states the context
 VOCABULARY_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json",
                     "vocab.txt")
 TOKENIZER_FILES = VOCABULARY_FILES + ("merges.txt", "tokenizer_config.json", "special_tokens_map.json")
@@ -48,6 +50,36 @@ class HFEvalSettings:
     precision: str = "auto"  # auto: bf16 autocast on CUDA, float32 elsewhere
     data_dir: str | None = None
     out_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class PretrainedIdentity:
+    """What an evaluation's numbers depend on, hashed once: the weights, the tokenizer, the text, the settings."""
+
+    weights_sha256: str
+    tokenizer_sha256: str
+    split: SplitData
+    run_id: str
+
+
+def identify(settings: HFEvalSettings) -> PretrainedIdentity:
+    """Check the settings, hash the model's files and open the split (a default window or stride follows from
+    the model's files)."""
+    from bench.data.paths import resolve_data_dir
+    from bench.data.store import open_split
+
+    folder = check_model_folder(settings.model_dir)
+    for option, value in (("--window", settings.window), ("--stride", settings.stride),
+                          ("--batch-size", settings.batch_size)):
+        if value is not None and value < 1:
+            raise BenchError(f"{option} must be at least 1, not {value}")
+    if settings.precision not in ("auto", "float32", "bfloat16"):
+        raise BenchError(f"--precision must be auto, float32 or bfloat16, not {settings.precision!r}")
+    split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
+    weights, tokens = file_digest(folder, WEIGHT_FILES), file_digest(folder, TOKENIZER_FILES)
+    identity = (f"{weights}|{tokens}|{split.sha256}|{settings.split}|{settings.window}|{settings.stride}|"
+                f"{settings.lm_eval_conventions}|{settings.precision}")
+    return PretrainedIdentity(weights, tokens, split, sha256_bytes(identity.encode())[:16])
 
 
 def load_pretrained(model_dir: str | Path, device: torch.device):
@@ -102,12 +134,26 @@ def start_token(model, tokenizer) -> int:
 
 
 def context_length(model, tokenizer) -> int | None:
-    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+    for name in CONTEXT_FIELDS:
         if getattr(model.config, name, None):
             return int(getattr(model.config, name))
     if tokenizer.model_max_length and tokenizer.model_max_length < 10**9:
         return int(tokenizer.model_max_length)
     return None
+
+
+def windows(window: int | None, stride: int | None, limit: int | None, prefix: str = "--") -> tuple[int, int]:
+    """The window (default: the model's context ``limit``) and stride (default: half the window), checked;
+    ``prefix`` names them as options (``--window``) or as config keys (``window``)."""
+    window = window if window is not None else limit
+    if window is None:
+        raise BenchError("the model states no context length; give --window")
+    if limit and window > limit:
+        raise BenchError(f"{prefix}window {window} is longer than the model's context ({limit}); give at most that")
+    stride = stride if stride is not None else max(1, window // 2)
+    if stride >= window:
+        raise BenchError(f"{prefix}stride must be less than the window ({window}), not {stride}")
+    return window, stride
 
 
 @torch.no_grad()
@@ -151,15 +197,9 @@ def last_logits(model, inputs: torch.Tensor, keep: int) -> torch.Tensor:
 
 
 def file_digest(folder: Path, names: tuple[str, ...]) -> str:
-    """sha256 over the named files present in a folder (their names and bytes)."""
-    digest = hashlib.sha256()
-    for name in names:
-        if (folder / name).is_file():
-            digest.update(name.encode())
-            with open(folder / name, "rb") as f:
-                while chunk := f.read(1 << 22):
-                    digest.update(chunk)
-    return digest.hexdigest()
+    """sha256 over the named files present in a folder (each name with its file's sha256)."""
+    present = [f"{name}:{sha256_file(folder / name)}" for name in names if (folder / name).is_file()]
+    return sha256_bytes("|".join(present).encode())
 
 
 def lm_eval_numbers(model, tokenizer, text: str, window: int, device: torch.device) -> dict:
@@ -192,56 +232,40 @@ def lm_eval_numbers(model, tokenizer, text: str, window: int, device: torch.devi
             "bits_per_byte": -totals["ll"] / totals["bytes"] / math.log(2)}
 
 
-def evaluate_pretrained(settings: HFEvalSettings) -> RunResult:
-    """Score a split with a local HuggingFace model and write its result.json (see the module's docstring)."""
-    from bench.data.paths import resolve_data_dir
-    from bench.data.store import open_split
+def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity | None = None) -> RunResult:
+    """Score a split with a local HuggingFace model and write its result.json (see the module's docstring);
+    ``identity``: the settings' :func:`identify`, when the caller has it already."""
     from bench.engine.device import pick_device
-    from bench.fileio import write_json_atomic
+    from bench.engine.run import finished_result
     from tokenizers_study.text import text_counts
 
-    check_model_folder(settings.model_dir)
-    for option, value in (("--window", settings.window), ("--stride", settings.stride),
-                          ("--batch-size", settings.batch_size)):
-        if value is not None and value < 1:
-            raise BenchError(f"{option} must be at least 1, not {value}")
-    if settings.precision not in ("auto", "float32", "bfloat16"):
-        raise BenchError(f"--precision must be auto, float32 or bfloat16, not {settings.precision!r}")
-    split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
-    run_id = pretrained_run_id(settings, split.sha256)
-    if settings.out_dir:
-        check_out_folder(Path(settings.out_dir), run_id)
-    previous = _previous_result(settings.out_dir, run_id)
-    if previous is not None:
-        return previous
+    identity = identity or identify(settings)
+    out = Path(settings.out_dir) if settings.out_dir else None
+    if out is not None:
+        check_out_folder(out, identity.run_id)
+        if (previous := finished_result(out, identity.run_id)) is not None:
+            return previous
     device = pick_device("auto")
     model, tokenizer = load_pretrained(settings.model_dir, device)
-    limit = context_length(model, tokenizer)
-    window = settings.window if settings.window is not None else limit
-    if window is None:
-        raise BenchError("the model states no context length; give --window")
-    if limit and window > limit:
-        raise BenchError(f"--window {window} is longer than the model's context ({limit}); give at most that")
-    stride = settings.stride if settings.stride is not None else max(1, window // 2)
-    if not 1 <= stride < window:
-        raise BenchError(f"--stride must be at least 1 and less than the window ({window}), not {stride}")
-    text = split.read_text()
+    window, stride = windows(settings.window, settings.stride, context_length(model, tokenizer))
+    text = identity.split.read_text()
     began = time.perf_counter()
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-    check_ids(ids, start_token(model, tokenizer), model, settings.split)
+    start = start_token(model, tokenizer)
+    check_ids(ids, start, model, settings.split)
     amp = autocast_dtype(device, settings.precision)
-    nll = rolling_nll(model, ids, start_token(model, tokenizer), window, stride, settings.batch_size, device, amp)
+    nll = rolling_nll(model, ids, start, window, stride, settings.batch_size, device, amp)
     seconds = time.perf_counter() - began
     lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
     other = lm_eval_numbers(model, tokenizer, text, window, device) if settings.lm_eval_conventions else None
-    result = _result(settings, run_id, model, tokenizer, split, float(nll.sum()), len(ids), text_counts(text),
+    result = _result(settings, identity, model, tokenizer, float(nll.sum()), len(ids), text_counts(text),
                      seconds, lossless, {"window": window, "stride": stride, "batch": settings.batch_size,
                                          "precision": "float32" if amp is None else
                                          "bfloat16 autocast, float32 output projection"},
                      other)
-    if settings.out_dir:
-        Path(settings.out_dir).mkdir(parents=True, exist_ok=True)
-        write_json_atomic(Path(settings.out_dir) / "result.json", result.to_json())
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "result.json", result.to_json())
     return result
 
 
@@ -272,41 +296,13 @@ def check_ids(ids: list[int], start: int, model, split: str) -> None:
                          f"the folder's tokenizer is not the model's")
 
 
-def default_out_dir(settings: HFEvalSettings) -> Path:
+def default_out_dir(settings: HFEvalSettings, run_id: str) -> Path:
     """runs/hf-<model>-<dataset>-<split>-<run id>: another setting is another folder."""
-    from bench.data.paths import resolve_data_dir
-    from bench.data.store import open_split
-
-    check_model_folder(settings.model_dir)
-    split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
-    run_id = pretrained_run_id(settings, split.sha256)
     return Path("runs") / f"hf-{Path(settings.model_dir).name}-{settings.dataset}-{settings.split}-{run_id[:10]}"
 
 
-def pretrained_run_id(settings: HFEvalSettings, split_sha256: str) -> str:
-    """What the numbers depend on: the weights, the tokenizer, the text, the split and the windows (a default
-    window or stride follows from the model's files)."""
-    folder = Path(settings.model_dir)
-    identity = (f"{file_digest(folder, WEIGHT_FILES)}|{file_digest(folder, TOKENIZER_FILES)}|{split_sha256}|"
-                f"{settings.split}|{settings.window}|{settings.stride}|{settings.lm_eval_conventions}|"
-                f"{settings.precision}")
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
-
-
-def _previous_result(out_dir: str | None, run_id: str) -> RunResult | None:
-    """The finished result of this evaluation, if its folder holds it; a folder of another run is refused."""
-    path = Path(out_dir) / "result.json" if out_dir else None
-    if path is None or not path.is_file():
-        return None
-    previous = RunResult.read(path)
-    if previous.run_id != run_id:
-        raise BenchError(f"{out_dir} holds another run ({previous.run_id}, this one is {run_id}); choose another "
-                         f"--out folder")
-    return previous
-
-
-def _result(settings: HFEvalSettings, run_id: str, model, tokenizer, split, total_nll: float, n_tokens: int,
-            counts: dict, seconds: float, lossless: bool, layout: dict, other: dict | None) -> RunResult:
+def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, tokenizer, total_nll: float,
+            n_tokens: int, counts: dict, seconds: float, lossless: bool, layout: dict, other: dict | None) -> RunResult:
     import datetime as _dt
 
     from bench.engine.device import describe
@@ -315,22 +311,22 @@ def _result(settings: HFEvalSettings, run_id: str, model, tokenizer, split, tota
     from bench.engine.spec import RunSpec
     from bench.provenance import comparability, git_commit, library_versions, machine
 
-    folder = Path(settings.model_dir)
-    weights, tokens = file_digest(folder, WEIGHT_FILES), file_digest(folder, TOKENIZER_FILES)
+    folder, split = Path(settings.model_dir), identity.split
     params = sum(p.numel() for p in model.parameters())
     comparable, notes = comparability(f"hf:{folder.name}", [] if lossless else [settings.split],
                                       {settings.split: split.status})
     notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return RunResult(
-        status=RunStatus.DONE, run_id=run_id,
+        status=RunStatus.DONE, run_id=identity.run_id,
         spec=RunSpec(model=f"hf:{folder.name}", preset="pretrained", tokenizer=f"hf:{folder}",
                      dataset=settings.dataset, overrides={"split": settings.split, **layout},
                      data_dir=settings.data_dir, out_dir=settings.out_dir),
         resolved={"model": {"model_dir": str(folder), "model_type": model.config.model_type,
-                            "weights_sha256": weights}, "train": {}},
+                            "weights_sha256": identity.weights_sha256}, "train": {}},
         model=ModelSummary(f"hf:{folder.name}", params, params - model.get_input_embeddings().weight.numel(), None),
-        tokenizer=TokenizerSummary(f"hf:{folder.name}", tokens, len(tokenizer), None, {settings.split: lossless}),
+        tokenizer=TokenizerSummary(f"hf:{folder.name}", identity.tokenizer_sha256, len(tokenizer), None,
+                                   {settings.split: lossless}),
         data=DataSummary(settings.dataset, split.verified, {settings.split: SplitProvenance(**split.provenance())}),
         training=None,
         evaluation=EvaluationSummary("pretrained (never trained here)", layout,

@@ -30,7 +30,7 @@ from bench.study.config import MatrixConfig, load_config, register_corpora
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, plan_pretrained, score_pretrained
-from bench.study.run_status import RunRecord
+from bench.study.run_status import RunRecord, failure_text, locked_record
 from bench.study.runs_table import write_runs_table
 
 TRAIN_LOG = "train.log"
@@ -185,20 +185,13 @@ def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
 def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
     """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
     another process is training is left alone and reported as running."""
-    from bench.engine.lock import RunLock, RunLocked
     from bench.engine.resolve import RunConfig
 
     config = RunConfig.from_json(config_json)
     run_dir = Path(config.spec.out_dir)
     if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
         return _attempt(config, run_dir, settings, main=False)
-    try:
-        with RunLock(run_dir):
-            record = _attempt(config, run_dir, settings)
-            record.write()
-    except RunLocked as exc:
-        return RunRecord(str(run_dir), RunStatus.RUNNING, str(exc), config.run_id())
-    return record
+    return locked_record(run_dir, config.run_id(), lambda: _attempt(config, run_dir, settings))
 
 
 def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> RunRecord:
@@ -219,8 +212,7 @@ def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True)
                 print(f"interrupted: {exc}", file=console, flush=True)
             raise
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
-            record = RunRecord(str(run_dir), _classify(exc), f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
-                               config.run_id())
+            record = RunRecord(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
             if main:
                 (run_dir / ERROR_FILE).write_text(traceback.format_exc())
             if console is not None:

@@ -35,9 +35,13 @@ class PretrainedRun:
     name: str
     settings: "HFEvalSettings"  # noqa: F821 (bench.engine.hf_eval, imported when needed: it imports torch)
     status: RunStatus
-    run_id: str | None = None
+    identity: "PretrainedIdentity | None" = None  # noqa: F821 (None: its data are missing)
     problem: str | None = None
     phase: str | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        return self.identity.run_id if self.identity else None
 
     @property
     def cell(self) -> dict:
@@ -59,7 +63,7 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise BenchError(f"{path}: every [[pretrained]] must be a table (model = \"FOLDER\", ...)")
     if entries:
-        from bench.engine.hf_eval import check_model_folder
+        from bench.engine.hf_eval import check_model_folder, windows
     parsed = []
     for entry in entries:
         unknown = sorted(set(entry) - set(ENTRY_KEYS))
@@ -82,12 +86,11 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise BenchError(f"{path}: [[pretrained]] {name}: {key} must be a positive integer, not {value!r}")
         window, limit = entry.get("window"), declared_context(folder)
-        if window and limit and window > limit:
-            raise BenchError(f"{path}: [[pretrained]] {name}: window {window} is longer than the model's context "
-                             f"({limit})")
-        if entry.get("stride") and entry["stride"] >= (window or limit or entry["stride"] + 1):
-            raise BenchError(f"{path}: [[pretrained]] {name}: stride must be less than the window "
-                             f"({window or limit})")
+        if window or limit:  # else the model's tokenizer may state it: checked when it is loaded
+            try:
+                windows(window, entry.get("stride"), limit, prefix="")
+            except BenchError as exc:
+                raise BenchError(f"{path}: [[pretrained]] {name}: {exc}") from None
         parsed.append({**entry, "model": str(folder), "name": name, "dataset": list(wanted)})
     names = [e["name"] for e in parsed]
     if len(set(names)) < len(names):
@@ -99,18 +102,19 @@ def declared_context(folder: Path) -> int | None:
     """The context length a model's config.json states (read as JSON: no model is loaded to plan)."""
     import json
 
+    from bench.engine.hf_eval import CONTEXT_FIELDS
+
     try:
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    values = [config.get(k) for k in ("n_positions", "max_position_embeddings", "n_ctx")]
+    values = [config.get(k) for k in CONTEXT_FIELDS]
     return next((int(v) for v in values if isinstance(v, int) and v > 0), None)
 
 
 def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> list[PretrainedRun]:
     """Every entry on each of its datasets, with its status on disk (its data missing: no_data)."""
-    from bench.data.store import open_split
-    from bench.engine.hf_eval import HFEvalSettings, pretrained_run_id
+    from bench.engine.hf_eval import HFEvalSettings, identify
     from bench.study.run_status import current_status
 
     runs = []
@@ -119,32 +123,27 @@ def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> l
             settings = HFEvalSettings(entry["model"], dataset, "test", entry.get("stride"), entry.get("window"),
                                       entry.get("batch_size", 8), data_dir=str(data_dir))
             try:
-                split = open_split(dataset, "test", data_dir)
+                identity = identify(settings)
             except BenchError as exc:
                 runs.append(PretrainedRun(entry["name"], settings, RunStatus.NO_DATA, problem=str(exc)))
                 continue
-            run_id = pretrained_run_id(settings, split.sha256)
-            folder = results_dir / f"hf-{entry['name']}-{dataset}-{run_id[:10]}"
+            folder = results_dir / f"hf-{entry['name']}-{dataset}-{identity.run_id[:10]}"
             runs.append(PretrainedRun(entry["name"], replace(settings, out_dir=str(folder)),
-                                      current_status(folder, run_id), run_id))
+                                      current_status(folder, identity.run_id), identity))
     return runs
 
 
 def score_pretrained(run: PretrainedRun) -> None:
     """Score one pretrained run, recording its outcome like a trained run's (status.json; failures go on)."""
     from bench.engine.hf_eval import evaluate_pretrained
-    from bench.engine.lock import RunLock, RunLocked
-    from bench.study.run_status import RunRecord
+    from bench.study.run_status import RunRecord, failure_text, locked_record
 
-    try:
-        with RunLock(run.run_dir):
-            try:
-                evaluate_pretrained(run.settings)
-                record = RunRecord(str(run.run_dir), RunStatus.DONE, run_id=run.run_id)
-            except Exception as exc:  # a failed evaluation is recorded and the matrix goes on
-                record = RunRecord(str(run.run_dir), RunStatus.FAILED,
-                                   f"{type(exc).__name__}: {exc}".splitlines()[0][:500], run.run_id)
-            record.write()
-    except RunLocked as exc:
-        record = RunRecord(str(run.run_dir), RunStatus.RUNNING, str(exc), run.run_id)
+    def attempt() -> RunRecord:
+        try:
+            evaluate_pretrained(run.settings, run.identity)
+            return RunRecord(str(run.run_dir), RunStatus.DONE, run_id=run.run_id)
+        except Exception as exc:  # a failed evaluation is recorded and the matrix goes on
+            return RunRecord(str(run.run_dir), RunStatus.FAILED, failure_text(exc), run.run_id)
+
+    record = locked_record(run.run_dir, run.run_id, attempt)
     run.status, run.problem = record.status, record.error or None

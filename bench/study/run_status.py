@@ -10,10 +10,11 @@ with a checkpoint, and ``new`` without.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.engine.lock import is_locked
+from bench.engine.lock import RunLock, RunLocked, is_locked
 from bench.engine.result import RunStatus
 from bench.engine.run import finished_result
 from bench.engine.trainer import CHECKPOINT
@@ -52,6 +53,23 @@ class RunRecord:
         except (ValueError, KeyError, TypeError) as exc:
             raise BenchError(f"{path} is not a readable status ({type(exc).__name__}: {exc}); delete it (the run "
                              f"is then planned from its checkpoint or from the start)") from None
+
+
+def locked_record(run_dir: Path, run_id: str, attempt: Callable[[], RunRecord]) -> RunRecord:
+    """Make one attempt at a run while holding its lock and write its outcome to status.json; a run that
+    another process holds is left alone and reported as running."""
+    try:
+        with RunLock(run_dir):
+            record = attempt()
+            record.write()
+    except RunLocked as exc:
+        return RunRecord(str(run_dir), RunStatus.RUNNING, str(exc), run_id)
+    return record
+
+
+def failure_text(exc: BaseException) -> str:
+    """A failure as runs.csv and status.json record it: one line."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
 def current_status(run_dir: Path, run_id: str) -> RunStatus:
