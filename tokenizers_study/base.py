@@ -92,6 +92,7 @@ class Tokenizer(ABC):
     min_size: ClassVar[int | None] = None  # None: the scheme takes no size
     min_size_why: ClassVar[str] = ""
     lossless_scheme: ClassVar[bool] = True  # False where some texts cannot be recovered (word:N)
+    library: ClassVar[str | None] = None  # the package that trains or runs it, if not this one
     pretrained: ClassVar[bool] = False  # True: loaded from a file (the scheme's path), never trained here
     # Characters the underlying library cannot take; they are encoded as byte tokens.
     escape_pattern: ClassVar[re.Pattern | None] = None

@@ -50,6 +50,7 @@ def split_lines(text: str) -> list[str]:
 
 class BPETokenizer(Tokenizer):
     family = "bpe"
+    library = "tokenizers"
     min_size = 257
     min_size_why = "256 byte symbols plus <bos>"
     # Undecodable bytes cannot cross into Rust, and the library would read a literal "<bos>" in the text as the

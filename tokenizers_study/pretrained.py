@@ -70,6 +70,7 @@ class _Pretrained(Tokenizer):
 
 class HFTokenizerFile(_Pretrained):
     family = "hf"
+    library = "tokenizers"
 
     def __init__(self, spec: SchemeSpec, tokenizer_json: str):
         super().__init__(spec)
@@ -176,6 +177,7 @@ class HFTokenizerFile(_Pretrained):
 
 class SentencePieceModelFile(_Pretrained):
     family = "spm"
+    library = "sentencepiece"
 
     def __init__(self, spec: SchemeSpec, model: bytes):
         super().__init__(spec)

@@ -33,6 +33,7 @@ _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
 
 
 class _SentencePieceTokenizer(Tokenizer):
+    library = "sentencepiece"
     model_type: str
     min_size = 300
     min_size_why = "256 byte pieces, <unk>, <bos> and some learned pieces"

@@ -39,8 +39,7 @@ def _trainer_fingerprint(family: str) -> str:
     reuses a tokenizer trained before it."""
     from importlib.metadata import version
 
-    library = {"bpe": "tokenizers", "hf": "tokenizers", "sp-bpe": "sentencepiece", "sp-unigram": "sentencepiece",
-               "spm": "sentencepiece"}.get(family)
+    library = FAMILIES[family].library
     lib = f"{library}-{version(library)}" if library else "builtin"
     code = hashlib.sha256()
     for module in (inspect.getmodule(FAMILIES[family]), tokenizer_base, tokenizer_text):
