@@ -85,6 +85,7 @@ class HFTokenizerFile(_Pretrained):
                                  f"({str(exc).splitlines()[0][:120]}); give a tokenizer.json saved by "
                                  f"`tokenizers` or `transformers`") from None
         doc = json.loads(tokenizer_json)
+        self.unk_token = doc.get("model", {}).get("unk_token")
         self.specials = [t["content"] for t in doc.get("added_tokens", []) if t.get("special")]
         doc["added_tokens"] = [t for t in doc.get("added_tokens", []) if not t.get("special")]
         self.encoder = HFTokenizer.from_str(json.dumps(doc))  # matches no special token in the text
@@ -121,8 +122,7 @@ class HFTokenizerFile(_Pretrained):
 
     @property
     def unk_id(self) -> int | None:
-        unk = json.loads(self.tokenizer_json).get("model", {}).get("unk_token")
-        return self.hf.token_to_id(unk) if unk else None
+        return self.hf.token_to_id(self.unk_token) if self.unk_token else None
 
     @cached_property
     def _byte_ids(self) -> list[int | None]:
