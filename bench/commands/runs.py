@@ -146,7 +146,11 @@ def speed_command(
     tokenizer: Optional[str] = sizing_tokenizer_option(),
     dataset: Optional[str] = sizing_dataset_option(),
     vocab_size: Optional[int] = vocab_size_option(),
-    steps: int = typer.Option(20, "--steps", help="Timed steps (after 3 untimed warm-up steps)."),
+    steps: int = typer.Option(20, "--steps", help="Timed steps, after the untimed warm-up steps."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", help="Untimed steps first (default: enough for the "
+                                         "SHA-RNN's memory to fill, at least 3); their time is shown apart."),
+    peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The device's dense bf16 peak for "
+                                                "MFU (default: the data sheet's, for known GPUs)."),
     settings: List[str] = typer.Option([], "--set", help=SET_HELP),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -158,17 +162,26 @@ def speed_command(
 
     if steps < 1:
         raise BenchError("--steps must be at least 1")
+    if warmup is not None and warmup < 0:
+        raise BenchError("--warmup must be 0 or more")
+    if peak_tflops is not None and not peak_tflops > 0:
+        raise BenchError("--peak-tflops must be a positive number")
     facts = facts_for_sizing(vocab_size, tokenizer, dataset, data_dir)
     spec = RunSpec(model=model, preset=preset, overrides=parse_pairs(settings, "--set"))
-    info = measure_speed(spec, facts, steps)
+    info = measure_speed(spec, facts, steps, warmup, peak_tflops)
     if as_json:
         print(json.dumps(info, indent=2))
         return
     device = info["device"]
     print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
           f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
-    print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({info['train_tflops']:.2f} TFLOP/s)  "
-          f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s")
+    mfu = f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] is not None else ""
+    print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({info['train_tflops']:.2f} TFLOP/s{mfu})  "
+          f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s ({info['eval_over_train']:.1f}x training)")
+    warm = info["warmup_seconds"]
+    memory = f"; peak memory {info['peak_memory_gb']} GiB" if info["peak_memory_gb"] is not None else ""
+    print(f"warm-up ({info['steps_warmup']} untimed steps, compilation included): train {warm['train']:.1f} s, "
+          f"eval {warm['eval']:.1f} s{memory}")
     if info["budget_hours"] is not None:
         print(f"budget: {info['budget_steps']:,} steps, about {info['budget_hours']:.2f} hours of training here")
 

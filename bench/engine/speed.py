@@ -4,12 +4,17 @@ Runs real optimizer steps (the preset's optimizer, clipping, mixed precision and
 carried state) on random tokens, so no corpus is needed. Throughput is reported
 in tokens per second; with the byte scheme a token is a byte, which is how the
 SHA-RNN's characters per second on enwik8 are usually quoted. The first steps
-are warm-up (cuDNN autotuning, compilation) and are not timed. From the run's
-budget it also estimates how long the whole run would train at this speed.
+are warm-up (cuDNN autotuning, compilation, the SHA-RNN's memory filling up):
+their time is reported apart (``warmup_seconds``) and never counted in the
+steady-state throughput. Peak memory is reset first, so it is this measurement's
+own. MFU is the achieved training FLOP/s (3x the forward FLOPs per token) over
+the GPU's dense bf16 peak. From the run's budget it also estimates how long the
+whole run would train at this speed.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -23,72 +28,123 @@ from bench.engine.spec import RunSpec, validate_spec
 from bench.engine.step import apply_gradients, build_training_model, forward_loss
 from bench.models.common import LanguageModel, detach_state
 
+# Dense bf16 tensor-core peaks from the vendors' data sheets (TFLOP/s, without sparsity).
+BF16_PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.4, "H200": 989.4, "GH200": 989.4, "A100": 312.0,
+                    "L40S": 362.0, "A10G": 70.0, "L4": 121.0}
+
+
+def bf16_peak_tflops(device_name: str) -> float | None:
+    """The data-sheet dense bf16 peak of a GPU named like ``NVIDIA H100 80GB HBM3`` (longest name first)."""
+    for name in sorted(BF16_PEAK_TFLOPS, key=len, reverse=True):
+        if name in device_name:
+            return BF16_PEAK_TFLOPS[name]
+    return None
+
+
+def default_warmup(config: RunConfig) -> int:
+    """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3."""
+    max_memory = getattr(config.model, "max_memory", 0) or 0
+    return max(3, math.ceil(max_memory / config.train.bptt) + 1)
+
 
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int = 3) -> dict:
+def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int | None = None,
+                  peak_tflops: float | None = None) -> dict:
     config = resolve(validate_spec(spec), facts)
     cfg = config.train
     device = pick_device(cfg.device)
     configure(device)
     amp = autocast_dtype(device, cfg.precision)
+    warmup = default_warmup(config) if warmup is None else warmup
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
     model = build_training_model(config, device)
     tokens = torch.randint(0, facts.vocab_size, (cfg.batch_size, cfg.bptt + 1), device=device)
-    train_seconds = _time_training(config, model, tokens, device, amp, steps, warmup)
-    eval_seconds = _time_evaluation(model, tokens, device, amp, steps, warmup)
+    train_warmup, train_seconds = _time_training(config, model, tokens, device, amp, steps, warmup)
+    train_peak = _peak_memory_gb(device)
+    eval_warmup, eval_seconds = _time_evaluation(model, tokens, device, amp, steps, warmup)
     timed_tokens = steps * cfg.batch_size * cfg.bptt
     train_tps = timed_tokens / train_seconds
+    train_flops_per_token = 3 * model.flops_per_token(cfg.bptt)
+    train_tflops = train_flops_per_token * train_tps / 1e12
+    info = describe(device)
+    peak = peak_tflops if peak_tflops is not None else (
+        bf16_peak_tflops(info.get("name", "")) if device.type == "cuda" else None)
     planned = config.budget.planned_steps(facts.chars_per_token,
                                           epoch_tokens(facts.train_tokens, cfg.batch_size) if facts.train_tokens
-                                          else None, mean_step_tokens(cfg), 3 * model.flops_per_token(cfg.bptt))
+                                          else None, mean_step_tokens(cfg), train_flops_per_token)
     return {
         "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
         "vocab_size": facts.vocab_size, "params_total": model.num_params(),
         "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": str(amp).replace("torch.", "") if amp else
-        "float32", "compile": cfg.compile, "steps_timed": steps,
+        "float32", "compile": cfg.compile, "steps_timed": steps, "steps_warmup": warmup,
         "train_tokens_per_second": train_tps, "eval_tokens_per_second": timed_tokens / eval_seconds,
-        "train_tflops": 3 * model.flops_per_token(cfg.bptt) * train_tps / 1e12, "device": describe(device),
-        "peak_memory_gb": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
+        "eval_over_train": train_seconds / eval_seconds,
+        "train_flops_per_token": train_flops_per_token, "train_tflops": train_tflops,
+        "peak_tflops": peak, "mfu": None if not peak else train_tflops / peak,
+        "warmup_seconds": {"train": train_warmup, "eval": eval_warmup},
+        "device": info, "peak_memory_gb": train_peak, "eval_peak_memory_gb": _peak_memory_gb(device),
         "budget_steps": planned,
         "budget_hours": None if planned is None else planned * train_seconds / steps / 3600,
     }
 
 
+def _peak_memory_gb(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    peak = torch.cuda.max_memory_allocated(device) / 2**30
+    torch.cuda.reset_peak_memory_stats(device)
+    return round(peak, 2)
+
+
 def _time_training(config: RunConfig, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
-                   amp: torch.dtype | None, steps: int, warmup: int) -> float:
-    """Seconds of ``steps`` optimizer steps after ``warmup`` untimed ones."""
+                   amp: torch.dtype | None, steps: int, warmup: int) -> tuple[float, float]:
+    """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones."""
     optimizer = build_optimizer(model.parameters(), config.train)
-    state, seconds = None, 0.0
-    for step in range(warmup + steps):
-        _sync(device)
-        start = time.perf_counter()
+    state = None
+    model.train()
+
+    def step() -> None:
+        nonlocal state
         loss, new_state = forward_loss(model, tokens[:, :-1], tokens[:, 1:],
                                        state if model.carries_state_in_training else None, device, amp)
         apply_gradients(model, optimizer, loss, config.train.clip)
         state = detach_state(new_state)
-        _sync(device)
-        if step >= warmup:
-            seconds += time.perf_counter() - start
-    return seconds
+
+    return _timed(step, device, steps, warmup)
 
 
 @torch.no_grad()
 def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.device, amp: torch.dtype | None,
-                     steps: int, warmup: int) -> float:
-    """Seconds of ``steps`` forward passes with carried state after ``warmup`` untimed ones."""
+                     steps: int, warmup: int) -> tuple[float, float]:
+    """Seconds of ``warmup`` untimed forward passes with carried state, then of ``steps`` timed ones."""
     model.eval()
-    state, seconds = None, 0.0
-    for step in range(warmup + steps):
-        _sync(device)
-        start = time.perf_counter()
+    state = None
+
+    def step() -> None:
+        nonlocal state
         with autocast(device, amp):
             hidden, state = model(tokens[:, :-1], state)
             model.logits(hidden)
-        _sync(device)
-        if step >= warmup:
-            seconds += time.perf_counter() - start
-    return seconds
+
+    return _timed(step, device, steps, warmup)
+
+
+def _timed(step, device: torch.device, steps: int, warmup: int) -> tuple[float, float]:
+    """Wall seconds of the warm-up steps and of the timed steps, each measured between device syncs."""
+    _sync(device)
+    start = time.perf_counter()
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    middle = time.perf_counter()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    return middle - start, time.perf_counter() - middle

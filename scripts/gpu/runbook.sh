@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The GPU runbook: stages that each end well inside 9 minutes and write what they measure under OUT
+# (at most 8 files per stage: what comes back from a lent machine). Rerun any stage on its own.
+#
+#   scripts/gpu/runbook.sh prove  OUT   # nvidia-smi, versions, bf16 matmul peak, CUDA tests, the whole suite
+#   scripts/gpu/runbook.sh speed  OUT   # bench speed at paper and small presets, batch sweep, reference side by side
+#   scripts/gpu/runbook.sh study  OUT   # configs/gpu-wikitext2.toml (resumes where it stopped), then its report
+#
+# TINY=1 runs every stage at toy sizes on whatever device there is (the CPU dry run `make test` runs).
+# MIRROR: folder with wikitext-2/ (default .gpu/mirror, a copy of ../shared/data that travels to the GPU).
+# REFERENCE: folder with Smerity/sha-rnn's model.py for the side-by-side (default .gpu/sha-rnn).
+# STUDY_SECONDS: stop starting new study runs after this long (default 480); the next call resumes.
+set -euo pipefail
+STAGE=${1:?usage: runbook.sh prove|speed|study OUT}
+OUT=${2:?usage: runbook.sh prove|speed|study OUT}
+PY=${PYTHON:-python3}
+TINY=${TINY:-0}
+MIRROR=${MIRROR:-.gpu/mirror}
+REFERENCE=${REFERENCE:-.gpu/sha-rnn}
+CONFIG=${CONFIG:-configs/gpu-wikitext2.toml}
+RESULTS=${RESULTS:-results/gpu-wikitext2}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+bench() { "$PY" cli.py "$@"; }
+
+prove() {
+  {
+    echo "# prove: $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    echo '```'
+    nvidia-smi 2>&1 || echo "nvidia-smi: not available (no NVIDIA GPU here)"
+    "$PY" scripts/gpu/versions.py
+    echo '```'
+  } > "$OUT/prove.md"
+  local tests=(tests/test_cuda.py)
+  [ "$TINY" = 1 ] || tests=(tests/test_cuda.py tests)
+  for t in "${tests[@]}"; do
+    echo "## pytest $t" >> "$OUT/prove.md"
+    set +e
+    "$PY" -m pytest -q -p no:cacheprovider "$t" ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
+    set -e
+    echo '```' >> "$OUT/prove.md"; grep -E "passed|failed|skipped|error|FAILED|ERROR" "$OUT/pytest.log" | tail -30 >> "$OUT/prove.md"
+    echo '```' >> "$OUT/prove.md"
+    cp "$OUT/pytest.log" "$OUT/pytest-$(basename "$t" .py).log"
+  done
+  rm -f "$OUT/pytest.log"
+  cat "$OUT/prove.md"
+}
+
+speed() {
+  local rows="$OUT/speed.jsonl" presets=(paper small) steps=20 sweep=(8 16 32 64)
+  local reference_args=()
+  if [ "$TINY" = 1 ]; then
+    presets=(tiny); steps=2; sweep=(4)
+    reference_args=(--batch-size 2 --bptt 32 --emsize 64 --nhid 256 --max-memory 100 --steps 2 --rounds 2)
+  fi
+  : > "$rows"
+  for preset in "${presets[@]}"; do
+    for model in sha-rnn lstm transformer; do
+      bench speed --model "$model" --preset "$preset" --vocab-size 256 --steps "$steps" --json >> "$rows"
+    done
+    [ "$TINY" = 1 ] && continue  # compilation on a CPU takes a minute: not in the dry run
+    for model in sha-rnn transformer; do  # compiled: compilation time shows apart, as warm-up
+      bench speed --model "$model" --preset "$preset" --vocab-size 256 --steps "$steps" --set compile=true \
+        --json >> "$rows"
+    done
+  done
+  for batch in "${sweep[@]}"; do
+    bench speed --model sha-rnn --preset "${presets[0]}" --vocab-size 256 --steps "$steps" \
+      --set batch_size="$batch" --json >> "$rows"
+  done
+  if [ -f "$REFERENCE/model.py" ]; then
+    "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" --out "$OUT/reference.json" "${reference_args[@]}"
+  else
+    echo "no $REFERENCE/model.py: the side-by-side with the reference is skipped (see scripts/gpu/README.md)"
+  fi
+  local table_args=("$rows")
+  [ -f "$OUT/reference.json" ] && table_args+=(--reference "$OUT/reference.json")
+  "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"
+  cat "$OUT/speed.md"
+}
+
+study() {
+  if [ ! -f data/wikitext-2/wiki.test.tokens ]; then
+    local fetch=(--mirror "$MIRROR")
+    if [ ! -f "$MIRROR/wikitext-2/wiki.train.tokens" ]; then
+      fetch+=(--file "train=$MIRROR/wikitext-2/wiki.train.first565.tokens" --allow-unverified)
+    fi
+    bench data fetch wikitext-2 "${fetch[@]}"
+  fi
+  local config="$CONFIG"
+  if [ "$TINY" = 1 ]; then  # the plan only: the CPU cannot train these sizes in a test
+    bench run-matrix "$config" --results "$RESULTS" --dry-run | tee "$OUT/study.log"
+    return
+  fi
+  set +e
+  timeout --signal=TERM --kill-after=60 "${STUDY_SECONDS:-480}" \
+    "$PY" cli.py run-matrix "$config" --results "$RESULTS" --jobs "${JOBS:-6}" --quiet 2>&1 | tee "$OUT/study.log"
+  set -e
+  bench report "$RESULTS" --out "reports/$(basename "$RESULTS")" 2>&1 | tee -a "$OUT/study.log" || true
+  # What comes back: the results without checkpoints (a finished run needs none), and the report.
+  tar --exclude='*.pt' -czf "$OUT/results.tgz" "$RESULTS"
+  [ -d "reports/$(basename "$RESULTS")" ] && tar -czf "$OUT/report.tgz" "reports/$(basename "$RESULTS")"
+  ls -la "$OUT"
+}
+
+case "$STAGE" in
+  prove) prove ;;
+  speed) speed ;;
+  study) study ;;
+  *) echo "error: unknown stage $STAGE; stages: prove, speed, study" >&2; exit 2 ;;
+esac

@@ -1,0 +1,142 @@
+"""The CUDA path: run by the GPU runbook's prove stage (``scripts/gpu/runbook.sh prove``); skipped without CUDA.
+
+Each test trains or evaluates a tiny model on the toy corpus on the GPU and checks
+what must hold there: bf16 autocast and TF32 on, cuDNN's flattened LSTM weights kept
+through weight drop, the attention kernels, compilation, bit-exact resume, the
+output projection in float32, agreement with a CPU run within what bf16 allows.
+"""
+
+import os
+import signal
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bench.engine.device import configure
+from bench.engine.inference import load_model
+from bench.engine.result import RunStatus
+from bench.engine.run import train
+from bench.engine.spec import RunSpec
+from bench.engine.trainer import Trainer, TrainingInterrupted
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+TINY = {"emsize": 32, "nhid": 128, "bptt": 32, "batch_size": 8, "max_steps": 12, "eval_every": 6,
+        "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 64, "log_every": 2, "eval_max_tokens": 2000}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, make_toy_corpus):
+    return make_toy_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def spec(data_dir, out, model="sha-rnn", **overrides):
+    settings = dict(TINY)
+    if model == "transformer":
+        settings = {k: v for k, v in settings.items() if k not in ("emsize", "nhid", "eval_chunk")}
+        settings.update(d_model=32, nheads=2)
+    settings.update(overrides)
+    return RunSpec(model=model, preset="tiny", tokenizer="byte", dataset="toy", seed=3, overrides=settings,
+                   data_dir=str(data_dir), out_dir=str(out))
+
+
+@pytest.mark.parametrize("model", ["sha-rnn", "lstm", "transformer"])
+def test_a_cuda_run_trains_in_bf16_with_tf32_and_scores_in_float32_at_the_output(data_dir, tmp_path, model):
+    result = train(spec(data_dir, tmp_path / "run", model), show_progress=False)
+    assert result.status is RunStatus.DONE and result.provenance.device["type"] == "cuda"
+    assert result.evaluation.layout["precision"] == "bfloat16 autocast"
+    assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+    loaded = load_model(tmp_path / "run").model.cuda()
+    hidden, _ = loaded(torch.randint(0, 256, (2, 16), device="cuda"))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        hidden, _ = loaded(torch.randint(0, 256, (2, 16), device="cuda"))
+        assert hidden.dtype == torch.bfloat16
+        assert loaded.logits(hidden).dtype == torch.float32  # the projection is not rounded to bf16
+
+
+@pytest.mark.parametrize("model,overrides", [("lstm", {"wdrop": 0.3}), ("sha-rnn", {})])
+def test_cudnn_lstm_weights_stay_one_flat_block_through_training(data_dir, tmp_path, model, overrides):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        train(spec(data_dir, tmp_path / "run", model, **overrides), show_progress=False)
+    assert not [w for w in seen if "contiguous chunk of memory" in str(w.message)]
+
+
+def test_the_transformer_attention_runs_on_a_fused_kernel(data_dir, tmp_path):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    train(spec(data_dir, tmp_path / "run", "transformer", max_steps=2), show_progress=False)
+    model = load_model(tmp_path / "run").model.cuda()
+    tokens = torch.randint(0, 256, (2, 32), device="cuda")
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]), \
+            torch.autocast("cuda", dtype=torch.bfloat16):
+        model(tokens)  # raises when no fused kernel accepts the call (a materialised mask, say)
+
+
+def test_the_sharnn_attention_runs_on_a_fused_kernel(data_dir, tmp_path):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    train(spec(data_dir, tmp_path / "run", max_steps=2), show_progress=False)
+    model = load_model(tmp_path / "run").model.cuda()
+    tokens = torch.randint(0, 256, (2, 32), device="cuda")
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]), \
+            torch.autocast("cuda", dtype=torch.bfloat16):
+        _, state = model(tokens)
+        model(tokens, state)  # with a memory: keys outnumber queries
+
+
+@pytest.mark.parametrize("model", ["sha-rnn", "transformer"])
+def test_compiled_training_matches_eager_within_bf16(data_dir, tmp_path, model):
+    eager = train(spec(data_dir, tmp_path / "eager", model), show_progress=False)
+    compiled = train(spec(data_dir, tmp_path / "compiled", model, compile=True), show_progress=False)
+    assert compiled.status is RunStatus.DONE
+    assert compiled.metrics["test"].bits_per_byte == pytest.approx(eager.metrics["test"].bits_per_byte, rel=2e-2)
+
+
+def test_a_cuda_run_resumed_after_a_signal_is_bit_exact(data_dir, tmp_path, monkeypatch):
+    settings = {"dropout": 0.1, "dropouth": 0.1, "dropouti": 0.1, "seq_jitter": True}
+    reference = train(spec(data_dir, tmp_path / "a", **settings), show_progress=False)
+    original = Trainer.train_step
+
+    def step_then_signal(self):
+        loss = original(self)
+        if self.progress.step == 5:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return loss
+
+    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    with pytest.raises(TrainingInterrupted):
+        train(spec(data_dir, tmp_path / "b", **settings), show_progress=False)
+    monkeypatch.setattr(Trainer, "train_step", original)
+    resumed = train(spec(data_dir, tmp_path / "b", **settings), show_progress=False)
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["model"]
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["model"]
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"resumed weights differ: {different[:5]}"
+    assert resumed.metrics["test"].total_nll_nats == reference.metrics["test"].total_nll_nats
+
+
+@pytest.mark.parametrize("precision,tolerance", [("float32", 2e-3), ("bfloat16", 3e-2)])
+def test_a_cuda_run_agrees_with_a_cpu_run_of_the_same_spec(data_dir, tmp_path, precision, tolerance):
+    """float32 on the GPU still multiplies in TF32 (10-bit mantissa); bf16 autocast has an 8-bit one."""
+    cpu = train(spec(data_dir, tmp_path / "cpu", device="cpu"), show_progress=False)
+    gpu = train(spec(data_dir, tmp_path / "gpu", device="cuda", precision=precision), show_progress=False)
+    assert gpu.metrics["test"].bits_per_byte == pytest.approx(cpu.metrics["test"].bits_per_byte, rel=tolerance)
+
+
+def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpus_text):
+    transformers = pytest.importorskip("transformers")
+    from bench.engine.hf_eval import rolling_nll
+
+    config = transformers.GPT2Config(vocab_size=256, n_positions=256, n_embd=32, n_layer=2, n_head=2)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt2")
+    model = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "gpt2")
+    configure(torch.device("cuda"))
+    model = model.cuda().eval()
+    ids = list(np.frombuffer(corpus_text.encode()[:3000], dtype=np.uint8))
+    exact = rolling_nll(model, ids, 0, 128, 64, 4, torch.device("cuda"))
+    mixed = rolling_nll(model, ids, 0, 128, 64, 4, torch.device("cuda"), torch.bfloat16)
+    assert mixed.sum() == pytest.approx(exact.sum(), rel=1e-2)
