@@ -7,7 +7,7 @@ TORCH_VERSION ?= 2.13.0
 # The corpus mirror used when there is no internet (CI and these machines have one beside the checkout).
 MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
 
-.PHONY: setup test demo clean
+.PHONY: setup test demo gpu clean
 
 setup: $(STAMP)
 
@@ -27,6 +27,12 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	./scripts/demo.sh "$(BIN)" "$(MIRROR)"
+
+# The GPU runbook, one stage at a time: make gpu STAGE=prove|speed|study OUT=gpu-out (scripts/gpu/README.md).
+STAGE ?= prove
+OUT   ?= gpu-out
+gpu: $(STAMP)
+	PYTHON=$(BIN)/python ./scripts/gpu/runbook.sh $(STAGE) $(OUT)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -49,11 +49,24 @@ def test_a_cuda_run_trains_in_bf16_with_tf32_and_scores_in_float32_at_the_output
     assert result.evaluation.layout["precision"] == "bfloat16 autocast"
     assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     loaded = load_model(tmp_path / "run").model.cuda()
-    hidden, _ = loaded(torch.randint(0, 256, (2, 16), device="cuda"))
     with torch.autocast("cuda", dtype=torch.bfloat16):
         hidden, _ = loaded(torch.randint(0, 256, (2, 16), device="cuda"))
-        assert hidden.dtype == torch.bfloat16
         assert loaded.logits(hidden).dtype == torch.float32  # the projection is not rounded to bf16
+
+
+@pytest.mark.xfail(strict=True, reason="torch 2.11 + cuDNN 9.19 under bf16 autocast run nn.LSTM in float16 (seen on "
+                   "an H100, 2026-11-23): float16 without loss scaling; see results/reference/speed-h100.md")
+@pytest.mark.parametrize("model", ["sha-rnn", "lstm"])
+def test_no_lstm_runs_in_float16_under_bf16_autocast(data_dir, tmp_path, model):
+    train(spec(data_dir, tmp_path / "run", model, max_steps=2), show_progress=False)
+    loaded = load_model(tmp_path / "run").model.cuda()
+    seen = []
+    for module in loaded.modules():
+        if isinstance(module, torch.nn.LSTM):
+            module.register_forward_hook(lambda m, args, out: seen.append(out[0].dtype))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loaded(torch.randint(0, 256, (2, 16), device="cuda"))
+    assert seen and torch.float16 not in seen, f"LSTM outputs under bf16 autocast: {seen}"
 
 
 @pytest.mark.parametrize("model,overrides", [("lstm", {"wdrop": 0.3}), ("sha-rnn", {})])

@@ -97,6 +97,19 @@ def test_boom_sums_chunks_of_the_wide_vector():
     assert torch.allclose(boom(x), expected)
 
 
+def test_sharnn_attention_as_matrix_products_equals_the_fused_call():
+    """The CUDA path for wide heads (two matrix products) computes what scaled_dot_product_attention does."""
+    torch.manual_seed(0)
+    attention = SingleHeadAttention(512, dropout=0.0).double().eval()
+    h, keys_values = torch.randn(2, 8, 512, dtype=torch.float64), torch.randn(2, 20, 512, dtype=torch.float64)
+    mask = torch.cat([torch.ones(8, 12, dtype=torch.bool), torch.ones(8, 8, dtype=torch.bool).tril()], dim=1)
+    q = torch.sigmoid(attention.query_gate) * attention.query_norm(attention.query(h))
+    k = torch.sigmoid(attention.key_gate) * keys_values
+    v = attention.value_gate_vector() * keys_values
+    fused = attention(h, keys_values, mask)  # on the CPU: scaled_dot_product_attention
+    assert torch.allclose(attention._matmul_attention(q, k, v, mask, 0.0), fused, atol=1e-12, rtol=0)
+
+
 def states_along(model, tokens, size):
     """The state after each ``size``-token segment of ``tokens``."""
     state = None

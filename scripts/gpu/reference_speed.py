@@ -79,6 +79,13 @@ class Reference:
         return F.cross_entropy(logits.float().reshape(-1, 256), y.t().reshape(-1))
 
 
+def add_size_arguments(parser: argparse.ArgumentParser) -> None:
+    """The paper SHA-RNN's sizes and batch, as options (defaults: the reference's enwik8 model, batch 16)."""
+    for name, default in (("batch-size", 16), ("bptt", 1024), ("emsize", 1024), ("nhid", 4096), ("nlayers", 4),
+                          ("max-memory", 5000)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+
+
 def timed_steps(runner, optimizer, tokens, steps: int, device, amp) -> float:
     """Seconds of ``steps`` training steps (forward, loss, backward, clip 0.25, LAMB), between device syncs."""
     runner.model.train()
@@ -100,12 +107,7 @@ def timed_steps(runner, optimizer, tokens, steps: int, device, amp) -> float:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", type=Path, required=True, help="Folder with the reference's model.py.")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--bptt", type=int, default=1024)
-    parser.add_argument("--emsize", type=int, default=1024)
-    parser.add_argument("--nhid", type=int, default=4096)
-    parser.add_argument("--nlayers", type=int, default=4)
-    parser.add_argument("--max-memory", type=int, default=5000)
+    add_size_arguments(parser)
     parser.add_argument("--steps", type=int, default=10, help="Timed steps per round.")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="auto")

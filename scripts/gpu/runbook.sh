@@ -27,27 +27,33 @@ prove() {
   {
     echo "# prove: $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
     echo '```'
-    nvidia-smi 2>&1 || echo "nvidia-smi: not available (no NVIDIA GPU here)"
+    if command -v nvidia-smi >/dev/null; then nvidia-smi 2>&1 || true; else echo "nvidia-smi: not installed"; fi
     "$PY" scripts/gpu/versions.py
     echo '```'
   } > "$OUT/prove.md"
-  local tests=(tests/test_cuda.py)
-  [ "$TINY" = 1 ] || tests=(tests/test_cuda.py tests)
-  for t in "${tests[@]}"; do
-    echo "## pytest $t" >> "$OUT/prove.md"
-    set +e
-    "$PY" -m pytest -q -p no:cacheprovider "$t" ${PYTEST_ARGS:-} > "$OUT/pytest.log" 2>&1
-    set -e
-    echo '```' >> "$OUT/prove.md"; grep -E "passed|failed|skipped|error|FAILED|ERROR" "$OUT/pytest.log" | tail -30 >> "$OUT/prove.md"
-    echo '```' >> "$OUT/prove.md"
-    cp "$OUT/pytest.log" "$OUT/pytest-$(basename "$t" .py).log"
-  done
-  rm -f "$OUT/pytest.log"
+  # The CUDA tests, then the rest of the suite with CUDA visible (8 processes where pytest-xdist is installed).
+  local parallel=()
+  "$PY" -c "import xdist" 2>/dev/null && [ "$TINY" != 1 ] && parallel=(-n 8)
+  pytest_part cuda tests/test_cuda.py
+  [ "$TINY" = 1 ] || pytest_part suite tests --ignore=tests/test_cuda.py
   cat "$OUT/prove.md"
 }
 
+pytest_part() {
+  local name=$1; shift
+  echo "## pytest $*" >> "$OUT/prove.md"
+  set +e
+  timeout "${PYTEST_SECONDS:-270}" "$PY" -m pytest -q -p no:cacheprovider -rfEx "${parallel[@]}" "$@" \
+    > "$OUT/pytest-$name.log" 2>&1
+  echo "exit status $?" >> "$OUT/pytest-$name.log"
+  set -e
+  { echo "\`\`\`"
+    grep -E "^(FAILED|ERROR|XFAIL|XPASS)|passed|failed|skipped|exit status" "$OUT/pytest-$name.log" | tail -40
+    echo '```'; } >> "$OUT/prove.md"
+}
+
 speed() {
-  local rows="$OUT/speed.jsonl" presets=(paper small) steps=20 sweep=(8 16 32 64)
+  local rows="$OUT/speed.jsonl" presets=(paper small) steps=20 sweep=(8 32 64)
   local reference_args=()
   if [ "$TINY" = 1 ]; then
     presets=(tiny); steps=2; sweep=(4)
@@ -80,7 +86,7 @@ speed() {
 }
 
 study() {
-  if [ ! -f data/wikitext-2/wiki.test.tokens ]; then
+  if [ ! -f "${BENCH_DATA_DIR:-data}/wikitext-2/wiki.test.tokens" ]; then
     local fetch=(--mirror "$MIRROR")
     if [ ! -f "$MIRROR/wikitext-2/wiki.train.tokens" ]; then
       fetch+=(--file "train=$MIRROR/wikitext-2/wiki.train.first565.tokens" --allow-unverified)
@@ -97,8 +103,9 @@ study() {
     "$PY" cli.py run-matrix "$config" --results "$RESULTS" --jobs "${JOBS:-6}" --quiet 2>&1 | tee "$OUT/study.log"
   set -e
   bench report "$RESULTS" --out "reports/$(basename "$RESULTS")" 2>&1 | tee -a "$OUT/study.log" || true
-  # What comes back: the results without checkpoints (a finished run needs none), and the report.
-  tar --exclude='*.pt' -czf "$OUT/results.tgz" "$RESULTS"
+  # What comes back: the results without checkpoints or per-token losses (a finished run needs neither to be
+  # skipped when the matrix resumes; the report, made here, has read the losses), and the report.
+  tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/results.tgz" "$RESULTS"
   [ -d "reports/$(basename "$RESULTS")" ] && tar -czf "$OUT/report.tgz" "reports/$(basename "$RESULTS")"
   ls -la "$OUT"
 }

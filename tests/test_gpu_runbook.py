@@ -1,0 +1,82 @@
+"""The GPU runbook's CPU dry run (``TINY=1 scripts/gpu/runbook.sh``): every stage runs at toy sizes, so the
+runbook cannot rot before a GPU is lent. The stages' output files are what a lent machine sends back."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts" / "gpu"))
+from speed_table import read_objects  # noqa: E402
+
+
+def runbook(stage, out, **env):
+    environment = {**os.environ, "TINY": "1", "PYTHON": sys.executable, **{k: str(v) for k, v in env.items()}}
+    return subprocess.run(["bash", "scripts/gpu/runbook.sh", stage, str(out)], cwd=REPO, env=environment,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_the_speed_stage_measures_every_model_and_writes_its_table(tmp_path):
+    done = runbook("speed", tmp_path / "out", REFERENCE=tmp_path / "absent")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = read_objects((tmp_path / "out" / "speed.jsonl").read_text())
+    assert [r["model"] for r in rows] == ["sha-rnn", "lstm", "transformer", "sha-rnn"]  # then the batch sweep
+    assert rows[-1]["batch_size"] == 4 and all(r["train_tokens_per_second"] > 0 for r in rows)
+    assert all(r["warmup_seconds"]["train"] >= 0 and r["steps_warmup"] >= 3 for r in rows)
+    table = (tmp_path / "out" / "speed.md").read_text()
+    assert table.count("| tiny |") == 4 and "train chars/s" in table and "MFU" in table
+    assert "side-by-side with the reference is skipped" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["speed.jsonl", "speed.md"]
+
+
+def test_the_reference_side_by_side_refuses_a_folder_without_the_reference(tmp_path):
+    done = subprocess.run([sys.executable, "scripts/gpu/reference_speed.py", "--reference", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.startswith("error: no model.py in") and "Traceback" not in done.stderr
+
+
+def test_the_prove_stage_reports_versions_and_the_cuda_tests(tmp_path):
+    done = runbook("prove", tmp_path / "out")
+    assert done.returncode == 0, done.stderr[-2000:]
+    prove = (tmp_path / "out" / "prove.md").read_text()
+    assert "torch " in prove and "## pytest tests/test_cuda.py" in prove
+    if not __import__("torch").cuda.is_available():
+        assert "no CUDA GPU" in prove and "skipped" in prove
+
+
+@pytest.mark.mirror
+def test_the_study_stage_plans_the_gpu_matrix(tmp_path, mirror):
+    done = runbook("study", tmp_path / "out", MIRROR=mirror, BENCH_DATA_DIR=tmp_path / "data",
+                   RESULTS=tmp_path / "results")
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = (tmp_path / "out" / "study.log").read_text()
+    assert "24 runs; estimated training compute" in plan
+    for scheme in ("byte", "bpe:4096", "word-open:33278", "word:33278"):
+        assert plan.count(f" {scheme} ") == 6  # 3 models x 2 seeds
+    assert not (tmp_path / "results").exists()  # a plan writes no results
+
+
+def test_the_speed_table_reads_the_side_by_side(tmp_path):
+    row = {"model": "sha-rnn", "preset": "paper", "params_total": 53.8e6, "batch_size": 16, "bptt": 1024,
+           "compile": False, "train_tokens_per_second": 250_000.0, "train_tflops": 91.0, "mfu": 0.092,
+           "eval_tokens_per_second": 950_000.0, "eval_over_train": 3.8, "warmup_seconds": {"train": 1.0},
+           "peak_memory_gb": 6.1, "peak_tflops": 989.4, "precision": "bfloat16",
+           "device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "torch": "2.11", "cuda": "13.0",
+                      "cudnn": 91900}}
+    reference = {"chars_per_second": {"bench": 250_000.0, "reference": 252_000.0},
+                 "chars_per_second_rounds": {"bench": [250_000.0], "reference": [252_000.0]},
+                 "params": {"bench": 53_800_000, "reference": 53_800_000}, "ratio_median": 0.99,
+                 "ratio_rounds": [0.99], "rounds": 1, "steps_per_round": 5, "batch_size": 16, "bptt": 1024,
+                 "max_memory": 5000, "precision": "bfloat16 autocast"}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row, indent=2) + "\n" + json.dumps(row))
+    (tmp_path / "reference.json").write_text(json.dumps(reference))
+    done = subprocess.run([sys.executable, "scripts/gpu/speed_table.py", str(tmp_path / "rows.jsonl"),
+                           "--reference", str(tmp_path / "reference.json")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("| 250,000 | 91.0 | 9.2% | 950,000 | 3.8x |") == 2
+    assert "Ratio bench / reference: **0.99x**" in done.stdout and "(989 TFLOP/s)" in done.stdout
