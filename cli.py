@@ -29,6 +29,7 @@ app.command("eval")(runs.eval_command)
 app.command("sample")(runs.sample_command)
 app.command("speed")(runs.speed_command)
 app.command("eval-hf")(runs.eval_hf_command)
+app.command("baselines")(data.baselines_command)
 app.command("run-matrix")(study.run_matrix_command)
 app.command("report")(study.report_command)
 

@@ -232,11 +232,11 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
             assert 3e8 <= float(row["train_flops"]) < 3e8 + step_flops
     out = build_report(results, tmp_path / "report").parent
     for k, name in enumerate(["tokenization-attack", "vocabulary-sweep", "teacher-forcing", "closed-vocabulary",
-                              "learning-curves", "matching-rule", "equal-compute"], 1):
+                              "learning-curves", "matching-rule", "equal-compute", "ranking-against-budget"], 1):
         for ext in ("png", "svg"):
             assert (out / f"{k}-{name}.{ext}").stat().st_size > 1000
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 7
+    assert page.count("data:image/png;base64,") == 8
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external requests
     assert "<link" not in page and "<script" not in page
     md = (out / "report.md").read_text()
@@ -246,6 +246,12 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
         assert heading in md
     assert "not comparable" in md.lower()
     assert "| nan |" not in md  # empty cells (no phases in this matrix) are not shown as NaN
+    # Classical compressors: reference rows, the worse-than-a-compressor flag, lines in the attack figure.
+    assert "| *PPMd* | compressor, primed with train |" in md and "| *gzip -9* |" in md
+    assert re.search(r"\*\*\d+ of \d+ runs do not beat it \(✗\)\*\*", md) and "✗ worse than a classical" in md
+    assert "Dotted vertical lines: gzip -9 on the test text alone" in md
+    assert "| last doubling |" in md and re.search(r"\| -?\d\.\d{3} \((still improving|converged)\) \|", md)
+    assert re.search(r"Convergence: \d+ of \d+ runs are still improving", md)
     # One seed: differences are descriptive, with an interval over the test text's articles and no p-value.
     assert "No p-value is shown: every comparison has one seed on a side" in md
     assert "bootstrap over documents (text only)" in md and "articles of the test text" in md

@@ -102,3 +102,27 @@ def data_add(
     for corpus, records in add_user_corpora(corpora, data_dir).items():
         for split, record in records.items():
             print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}")
+
+
+def baselines_command(
+    dataset: str = typer.Argument(..., help="A fetched corpus (bench data list)."),
+    splits: str = typer.Option("valid,test", "--splits", help="Comma-separated splits to measure (each cold and "
+                               "primed with train)."),
+    data_dir: Optional[Path] = data_dir_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
+) -> None:
+    """Bits per byte of classical compressors (gzip, bzip2, xz, zstd, brotli, PPMd) on a corpus's splits, alone
+    and primed with its train split: the baselines a language model must beat. Cached by the files' sha256."""
+    from bench.data.compressors import compressor_baselines
+    from bench.tables import text_table
+
+    table = compressor_baselines(dataset, split_list(splits), data_dir, progress=not quiet)
+    if as_json:
+        print(json.dumps(table.to_json(), indent=2))
+        return
+    rows = [{"split": b.split, "method": b.method, "bits/byte cold": b.bits_per_byte_cold,
+             "bits/byte primed": b.bits_per_byte_primed, "settings": b.settings} for b in table.baselines]
+    print(text_table(rows, ["split", "method", "bits/byte cold", "bits/byte primed", "settings"]))
+    status = ", ".join(f"{s} {d['status']}" for s, d in table.splits.items())
+    print(f"primed = size(train + split) - size(train), per byte of the split; data: {status}")

@@ -60,14 +60,14 @@ def _flags_of(df: pd.DataFrame, tokenizer: str) -> str:
     return f" {flags}" if flags else ""
 
 
-def _legend(ax, df: pd.DataFrame, colors: dict) -> None:
+def _legend(ax, df: pd.DataFrame, colors: dict, extra: list | None = None) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + _flags_of(df, t))
                for t in sorted(df["tokenizer"].unique(), key=tokenizer_order)]
     handles += [Line2D([], [], color="0.3", marker=MARKERS.get(m, "D"), ls="", label=m)
                 for m in sorted(df["model"].unique())]
-    ax.legend(handles=handles, fontsize=7, loc="best", frameon=False)
+    ax.legend(handles=handles + (extra or []), fontsize=7, loc="best", frameon=False)
 
 
 def _scatter(ax, df: pd.DataFrame, x: str, y: str, colors: dict) -> None:
@@ -77,16 +77,25 @@ def _scatter(ax, df: pd.DataFrame, x: str, y: str, colors: dict) -> None:
                    facecolors=colors[r["tokenizer"]] if filled else "none", edgecolors=colors[r["tokenizer"]])
 
 
-def attack_figure(df: pd.DataFrame) -> Figure:
-    """Per-token perplexity against bits per character: the tokenization attack."""
+def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, float]]] | None = None) -> Figure:
+    """Per-token perplexity against bits per character: the tokenization attack; ``compressor_lines`` (dataset ->
+    (label, bits per character)) are drawn as dotted vertical lines on both panels."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
+    from matplotlib.lines import Line2D
+
+    extra = []
+    for i, (dataset, lines) in enumerate((compressor_lines or {}).items()):
+        for (label, bits_per_char), style in zip(lines, (":", "-.")):
+            for ax in (left, right):
+                ax.axvline(bits_per_char, color=f"C{7 + i}", ls=style, lw=1.0)
+            extra.append(Line2D([], [], color=f"C{7 + i}", ls=style, lw=1.0, label=f"{dataset}: {label}"))
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
     _scatter(left, df, "test_bits_per_char", "test_token_perplexity", colors)
     _log_axis(left)
     left.set_xlabel("test bits per character (lower is better)")
     left.set_ylabel("test per-token perplexity (log scale)")
     left.set_title("Per-token perplexity depends on the tokenizer")
-    _legend(left, df, colors)
+    _legend(left, df, colors, extra)
     _scatter(right, df, "test_bits_per_char", "test_word_perplexity", colors)
     _log_axis(right)
     right.set_xlabel("test bits per character (lower is better)")

@@ -21,21 +21,13 @@ from bench.engine.result import RunResult, RunStatus
 from bench.engine.run import RESULT
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
-from bench.study import analysis, figures
+from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.document import Document
 from bench.study.figures import tokenizer_order
+from bench.study.flags import flag_legend, run_flags
 from bench.study.pretrained import PRETRAINED
 from bench.study.report_tables import closed_vocabulary_rows, main_table, matching_rows, paired_rows, pretrained_rows
 from bench.study.runs_table import read_runs_table
-
-FLAG_NOTES = {
-    "†": "unverified data: a split of this run does not match the official file",
-    "‡": "lossy tokenization (closed vocabulary): not comparable with lossless schemes",
-    "§": "user or derived corpus: no official reference; compare only within this study",
-    "◊": "pretrained elsewhere (bench eval-hf), on data and with compute this study does not control; the test "
-         "text may have been in its training data: a reference point, not a comparison at equal training",
-}
-
 
 @dataclass
 class Study:
@@ -57,7 +49,7 @@ def load_study(results_dir: Path) -> Study:
     done = runs_table.done()
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
     done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
-    done["flags"] = [_flags(r) for _, r in done.iterrows()]
+    done["flags"] = [run_flags(r) for _, r in done.iterrows()]
     pretrained, done = done[done["match"] == PRETRAINED], done[done["match"] != PRETRAINED].copy()
     if done.empty:
         raise BenchError(f"{results_dir / 'runs.csv'}: no trained run has finished yet (the report compares trained "
@@ -66,20 +58,6 @@ def load_study(results_dir: Path) -> Study:
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
     runs = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()}
     return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml")
-
-
-def _flags(row) -> str:
-    statuses = {str(row.get(f"data_status_{s}", "")) for s in ("train", "valid", "test")}
-    flags = ""
-    if "unverified" in statuses:
-        flags += "†"
-    if str(row.get("test_lossless", "")).lower() == "false":
-        flags += "‡"
-    if "user" in statuses:
-        flags += "§"
-    if row["match"] == PRETRAINED:
-        flags += "◊"
-    return flags
 
 
 def _run_data(results_dir: Path, row) -> analysis.RunData:
@@ -131,10 +109,13 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
 def _write_report(study: Study, out: Path) -> Path:
     floors, profiles, unk = token_analyses(study)
+    data_dirs = {run.row["dataset"]: run.result.spec.data_dir for run in study.runs.values()}
+    baselines = compressor_rows.study_baselines(study.done, data_dirs)
+    study.done["flags"] = compressor_rows.flag_worse_than_compressors(study.done, baselines)
     doc = Document(f"Tokenization study: {study.name}")
     _summary(doc, study)
-    _main_table_section(doc, study, floors)
-    _attack_and_sweep_sections(doc, study, out)
+    _main_table_section(doc, study, floors, baselines)
+    _attack_and_sweep_sections(doc, study, out, compressor_rows.figure_lines(baselines, study.done))
     _word_sections(doc, study, out, profiles, unk)
     _training_sections(doc, study, out)
     _paired_section(doc, study)
@@ -150,20 +131,27 @@ def _write_report(study: Study, out: Path) -> Path:
     return out / "report.md"
 
 
-def _main_table_section(doc: Document, study: Study, floors: dict) -> None:
+def _main_table_section(doc: Document, study: Study, floors: dict, baselines) -> None:
     done, axes = study.done, study.axes
-    rows = main_table(done, axes, floors, study.runs) + pretrained_rows(study.pretrained)
+    rows = (main_table(done, axes, floors, study.runs) + pretrained_rows(study.pretrained) +
+            compressor_rows.reference_rows(baselines, done))
     text = ["bits/byte, text 95%"] if any("bits/byte, text 95%" in r for r in rows) else []
     columns = [a for a in axes if a != "seed" and done[a].nunique() > 1 or a in ("model", "tokenizer")] + \
         (["phase"] if done["phase"].astype(str).str.len().gt(0).any() else []) + \
         ["seeds", "bits/byte"] + text + ["bits/char", "word ppl", "word ppl (eos)", "token ppl",
-                                         "unigram floor bits/char", "below floor", "flags"]
+                                         "unigram floor bits/char", "below floor", "last doubling", "flags"]
     doc.heading("Main table (test split)")
     doc.table(rows, columns, "Mean over seeds ± the 95% interval over seeds (Student t): the uncertainty of "
               "training, shown only with two or more seeds. " + (
                   f"'bits/byte, text 95%': the 95% interval over the {_documents(study)} of the test text "
                   "(bootstrap), the uncertainty of the text sample. " if text else
-                  f"No interval over the text: {_no_text_interval(study)}. ") + _flag_legend(_everyone(study)))
+                  f"No interval over the text: {_no_text_interval(study)}. ") + "Rows in italics are classical "
+              "compressors (bench baselines): bits for the test text given the train text, size(train + test) - "
+              "size(train); 'alone': the test file compressed by itself. 'last doubling': validation bits per "
+              "byte gained over the last doubling of training characters (mean over seeds), 'still improving' "
+              f"above {convergence.IMPROVING}. " + flag_legend(_everyone(study)))
+    doc.para(compressor_rows.summary(baselines, done))
+    doc.para(convergence.summary(done, {d: run.log() for d, run in study.runs.items()}))
 
 
 def _everyone(study: Study) -> pd.DataFrame:
@@ -188,16 +176,19 @@ def _no_text_interval(study: Study) -> str:
     return f"the test text has {_documents(study)}, fewer than the {MIN_RESAMPLED} a bootstrap needs"
 
 
-def _attack_and_sweep_sections(doc: Document, study: Study, out: Path) -> None:
+def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compressor_lines: dict) -> None:
     done = study.done
     doc.heading("1. The tokenization attack")
-    doc.figure(*_save(figures.attack_figure(_everyone(study)), out, "1-tokenization-attack"),
+    doc.figure(*_save(figures.attack_figure(_everyone(study), compressor_lines), out, "1-tokenization-attack"),
                "Per-token perplexity (left) against bits per character: runs with nearly the same bits per "
                "character have per-token perplexities that differ by orders of magnitude, because a token means "
                "something different under each tokenization. Word perplexity (right) is the same total loss "
                "divided by the number of words, so it ranks runs exactly as bits per character do. " +
                ("Diamonds are pretrained models (◊). " if not study.pretrained.empty else "") +
-               _flag_legend(_everyone(study)))
+               ("Dotted vertical lines: gzip -9 on the test text alone, and the best classical compressor primed "
+                "with the train text; a run right of them codes the text worse than that compressor. "
+                if compressor_lines else "") +
+               flag_legend(_everyone(study)))
     doc.para(_attack_sentence(done))
     doc.heading("2. Vocabulary sweep")
     doc.figure(*_save(figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep"),
@@ -239,7 +230,7 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
     curves = [(dict(r), study.runs[r["run_dir"]].log()) for _, r in done.iterrows()]
     doc.figure(*_save(figures.learning_curves_figure(curves), out, "5-learning-curves"),
                "Validation bits per character against training characters seen (solid: equal characters, "
-               "dashed: equal tokens). " + _flag_legend(done))
+               "dashed: equal tokens). " + flag_legend(done))
     doc.heading("6. Equal tokens vs equal characters")
     doc.figure(*_save(figures.matching_figure(done), out, "6-matching-rule"),
                "Test bits per character of each tokenization when runs are matched on equal training tokens and "
@@ -254,6 +245,13 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
                "Validation bits per byte against training FLOPs (the model's FLOPs per token, forward and backward, "
                "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
                "`match = \"flops\"` gives every cell of a matrix the same training FLOPs.")
+    doc.heading("8. Does the verdict depend on the budget?")
+    logs = {d: run.log() for d, run in study.runs.items()}
+    doc.figure(*_save(convergence.ranking_figure(done, logs), out, "8-ranking-against-budget"),
+               "Each model's tokenizations, validation bits per byte against training characters (top) and training "
+               "FLOPs (bottom), one line per seed; dotted verticals mark where the ranking of the lossless "
+               "tokenizations' seed-mean curves changes. A ranking that still changes near the end of training is a verdict about "
+               "this budget only.")
 
 
 def _paired_section(doc: Document, study: Study) -> None:
@@ -298,19 +296,6 @@ def _marginal_section(doc: Document, study: Study) -> None:
 
 def _save(fig, out: Path, name: str) -> tuple[str, bytes]:
     return name, figures.save(fig, out, name)
-
-
-def _flag_legend(done: pd.DataFrame) -> str:
-    present = sorted(set("".join(done["flags"])))
-    if not present:
-        return "Every run is comparable: verified data, lossless tokenization."
-    everyone = {f"{r.model}/{r.tokenizer}" for r in done.itertuples()}
-    parts = []
-    for flag in present:
-        labels = sorted({f"{r.model}/{r.tokenizer}" for r in done.itertuples() if flag in r.flags})
-        which = "all runs" if set(labels) == everyone else ", ".join(labels)
-        parts.append(f"{flag} {FLAG_NOTES[flag]} ({which})")
-    return "Flags: " + "; ".join(parts) + "."
 
 
 def _summary(doc: Document, study: Study) -> None:

@@ -1,0 +1,103 @@
+"""Classical compressors in a report: reference rows for the main table, lines for the attack figure, and the
+flag of a run that does not beat the best compressor primed with train on the same bytes.
+
+The figures come from :func:`bench.data.compressors.compressor_baselines` on the test split of each dataset of
+the study, read from the runs' data folder; they are used only when that folder's train and test files are the
+ones the runs were trained and scored on (same sha256).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from bench.data.compressors import BaselineTable, compressor_baselines
+from bench.errors import BenchError
+
+
+@dataclass
+class StudyBaselines:
+    tables: dict[str, BaselineTable] = field(default_factory=dict)  # dataset -> the test split's baselines
+    missing: dict[str, str] = field(default_factory=dict)  # dataset -> why there are none
+
+    def best_primed_bits_per_byte(self, dataset: str) -> float | None:
+        table = self.tables.get(dataset)
+        best = table.best_primed("test") if table else None
+        return best.bits_per_byte_primed if best else None
+
+
+def study_baselines(done: pd.DataFrame, data_dirs: dict[str, str | None]) -> StudyBaselines:
+    """The compressor baselines of each dataset of the study (``data_dirs``: dataset -> its runs' data folder)."""
+    found = StudyBaselines()
+    for dataset, group in done.groupby("dataset"):
+        try:
+            table = compressor_baselines(dataset, ("test",), data_dirs.get(dataset), progress=True)
+        except (BenchError, OSError) as exc:
+            found.missing[dataset] = str(exc)
+            continue
+        scored = {s: set(group[f"data_sha256_{s}"].astype(str)) for s in ("train", "test")}
+        if any(scored[s] != {table.splits[s]["sha256"]} for s in scored):
+            found.missing[dataset] = "the data folder's train or test file is not the one these runs used"
+            continue
+        found.tables[dataset] = table
+    return found
+
+
+def flag_worse_than_compressors(done: pd.DataFrame, baselines: StudyBaselines) -> pd.Series:
+    """The flags column with ✗ added to runs whose test bits per byte are not below the best primed compressor."""
+    def flags(row) -> str:
+        best = baselines.best_primed_bits_per_byte(row["dataset"])
+        worse = best is not None and not row["test_bits_per_byte"] < best
+        return row["flags"] + ("✗" if worse else "")
+
+    return done.apply(flags, axis=1) if not done.empty else done["flags"]
+
+
+def reference_rows(baselines: StudyBaselines, done: pd.DataFrame) -> list[dict]:
+    """One main-table row per dataset and compressor: bits per byte of the test split primed with train (and
+    alone), bits per character from the same compressed size."""
+    rows = []
+    for dataset, table in baselines.tables.items():
+        chars_per_byte = _chars_per_byte(done, dataset)
+        for b in table.baselines:
+            rows.append({"dataset": dataset, "model": f"*{b.method}*", "tokenizer": "compressor, primed with train",
+                         "seeds": "-", "bits/byte": f"{b.bits_per_byte_primed:.4f}",
+                         "bits/char": f"{b.bits_per_byte_primed / chars_per_byte:.4f}",
+                         "flags": f"alone: {b.bits_per_byte_cold:.4f} bits/byte"})
+    return rows
+
+
+def figure_lines(baselines: StudyBaselines, done: pd.DataFrame) -> dict[str, list[tuple[str, float]]]:
+    """Per dataset, (label, bits per character) of gzip -9 alone and of the best compressor primed with train."""
+    lines = {}
+    for dataset, table in baselines.tables.items():
+        chars_per_byte = _chars_per_byte(done, dataset)
+        gzip = next(b for b in table.baselines if b.method == "gzip -9")
+        best = table.best_primed("test")
+        lines[dataset] = [(f"gzip -9, test alone ({gzip.bits_per_byte_cold:.3f} bits/byte)",
+                           gzip.bits_per_byte_cold / chars_per_byte),
+                          (f"{best.method} primed with train ({best.bits_per_byte_primed:.3f} bits/byte)",
+                           best.bits_per_byte_primed / chars_per_byte)]
+    return lines
+
+
+def summary(baselines: StudyBaselines, done: pd.DataFrame) -> str:
+    """In words: how many runs a classical compressor beats, and where there are no baselines, why."""
+    parts = []
+    for dataset, table in baselines.tables.items():
+        best = table.best_primed("test")
+        runs = done[done["dataset"] == dataset]
+        worse = int((runs["test_bits_per_byte"] >= best.bits_per_byte_primed).sum())
+        parts.append(f"On {dataset}, the best classical compressor primed with the train split, {best.method}, "
+                     f"codes the test text in {best.bits_per_byte_primed:.3f} bits per byte; "
+                     + (f"**{worse} of {len(runs)} runs do not beat it (✗)**: they have learned less of the text "
+                        "than a compressor, and their differences say more about how far training got than about "
+                        "tokenization." if worse else f"every one of the {len(runs)} runs beats it."))
+    parts += [f"No compressor baselines for {dataset}: {why}." for dataset, why in baselines.missing.items()]
+    return " ".join(parts)
+
+
+def _chars_per_byte(done: pd.DataFrame, dataset: str) -> float:
+    row = done[done["dataset"] == dataset].iloc[0]
+    return float(row["test_n_chars"]) / float(row["test_n_bytes"])
