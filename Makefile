@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
 # The corpus mirror used when there is no internet (CI and these machines have one beside the checkout).
@@ -11,21 +12,26 @@ MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
 
 setup: $(STAMP)
 
-# torch first, so that the rest resolves against it: the CPU build where there is no GPU.
-$(STAMP): pyproject.toml
+# torch first, so that the rest resolves against it: the CPU build where there is no GPU. The demo needs only
+# the package; the tests also need the dev extra (transformers and lm_eval for the pretrained-model tests).
+$(BASE): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
 		$(BIN)/pip install -q torch; \
 	else \
 		$(BIN)/pip install -q torch==$(TORCH_VERSION); \
 	fi
+	$(BIN)/pip install -q -e .
+	touch $(BASE)
+
+$(STAMP): $(BASE)
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-demo: $(STAMP)
+demo: $(BASE)
 	./scripts/demo.sh "$(BIN)" "$(MIRROR)"
 
 # The GPU runbook, one stage at a time: make gpu STAGE=prove|speed|study OUT=gpu-out (scripts/gpu/README.md).
