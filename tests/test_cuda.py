@@ -153,3 +153,26 @@ def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpu
     exact = rolling_nll(model, ids, 0, 128, 64, 4, torch.device("cuda"))
     mixed = rolling_nll(model, ids, 0, 128, 64, 4, torch.device("cuda"), torch.bfloat16)
     assert mixed.sum() == pytest.approx(exact.sum(), rel=1e-2)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs for 2-process DDP with NCCL")
+def test_two_processes_with_nccl_train_like_one_gpu(data_dir, tmp_path, cli, repo):
+    """torchrun on two GPUs (NCCL) against one GPU with the same global batch, in float32 (TF32) so that the
+    comparison is not bf16 rounding."""
+    import json
+    import subprocess
+    import sys
+
+    args = ["train", "--model", "sha-rnn", "--tokenizer", "byte", "--dataset", "toy", "--data-dir", str(data_dir),
+            "--quiet", "--json", "--set", "precision=float32"]
+    for key, value in TINY.items():
+        args += ["--set", f"{key}={value}"]
+    one = cli(*args, "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          str(repo / "cli.py"), *args, "--out", str(tmp_path / "two")],
+                         capture_output=True, text=True, cwd=repo, timeout=600)
+    assert two.returncode == 0, two.stderr
+    a, b = json.loads(one.stdout), json.loads(two.stdout)
+    assert a["run_id"] == b["run_id"] and a["provenance"]["device"]["type"] == "cuda"
+    assert b["metrics"]["test"]["total_nll_nats"] == pytest.approx(a["metrics"]["test"]["total_nll_nats"], rel=2e-3)
