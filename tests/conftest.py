@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -153,3 +154,24 @@ def wt2_data_dir(tmp_path_factory, mirror) -> Path:
         files["train"] = partial
     fetch("wikitext-2", data_dir=data_dir, mirror=mirror, files=files, allow_unverified=True)
     return data_dir
+
+
+@pytest.fixture()
+def sigterm_after_step(monkeypatch):
+    """``sigterm_after_step(n)``: training sends itself SIGTERM after step n, as a scheduler would; the function
+    it returns puts the normal training step back."""
+    from bench.engine.trainer import Trainer
+
+    original = Trainer.train_step
+
+    def arm(step: int):
+        def step_then_signal(self):
+            loss = original(self)
+            if self.progress.step == step:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return loss
+
+        monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+        return lambda: monkeypatch.setattr(Trainer, "train_step", original)
+
+    return arm

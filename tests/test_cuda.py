@@ -6,8 +6,6 @@ through weight drop, the attention kernels, compilation, bit-exact resume, the
 output projection in float32, agreement with a CPU run within what bf16 allows.
 """
 
-import os
-import signal
 import warnings
 
 import numpy as np
@@ -19,7 +17,7 @@ from bench.engine.inference import load_model
 from bench.engine.result import RunStatus
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
-from bench.engine.trainer import Trainer, TrainingInterrupted
+from bench.engine.trainer import TrainingInterrupted
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -108,21 +106,13 @@ def test_compiled_training_matches_eager_within_bf16(data_dir, tmp_path, model):
     assert compiled.metrics["test"].bits_per_byte == pytest.approx(eager.metrics["test"].bits_per_byte, rel=2e-2)
 
 
-def test_a_cuda_run_resumed_after_a_signal_is_bit_exact(data_dir, tmp_path, monkeypatch):
+def test_a_cuda_run_resumed_after_a_signal_is_bit_exact(data_dir, tmp_path, sigterm_after_step):
     settings = {"dropout": 0.1, "dropouth": 0.1, "dropouti": 0.1, "seq_jitter": True}
     reference = train(spec(data_dir, tmp_path / "a", **settings), show_progress=False)
-    original = Trainer.train_step
-
-    def step_then_signal(self):
-        loss = original(self)
-        if self.progress.step == 5:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return loss
-
-    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    disarm = sigterm_after_step(5)
     with pytest.raises(TrainingInterrupted):
         train(spec(data_dir, tmp_path / "b", **settings), show_progress=False)
-    monkeypatch.setattr(Trainer, "train_step", original)
+    disarm()
     resumed = train(spec(data_dir, tmp_path / "b", **settings), show_progress=False)
     a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)["model"]
     b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["model"]

@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import math
-import os
 import re
 import signal
 import subprocess
@@ -88,23 +87,14 @@ RESUME = {"dropout": 0.1, "dropouth": 0.1, "dropouti": 0.1, "seq_jitter": True}
 
 
 @pytest.mark.slow
-def test_resume_after_a_signal_gives_the_same_run(data_dir, tmp_path, monkeypatch):
+def test_resume_after_a_signal_gives_the_same_run(data_dir, tmp_path, sigterm_after_step):
     reference = train(spec(data_dir, tmp_path / "a", **RESUME), show_progress=False)
-
-    original = Trainer.train_step
-
-    def step_then_signal(self):
-        loss = original(self)
-        if self.progress.step == 5:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return loss
-
-    monkeypatch.setattr(Trainer, "train_step", step_then_signal)
+    disarm = sigterm_after_step(5)
     with pytest.raises(TrainingInterrupted, match="run the same command again to resume"):
         train(spec(data_dir, tmp_path / "b", **RESUME), show_progress=False)
     interrupted_at = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["progress"]["step"]
     assert 5 <= interrupted_at < 12
-    monkeypatch.setattr(Trainer, "train_step", original)
+    disarm()
     resumed = train(spec(data_dir, tmp_path / "b", **RESUME), show_progress=False)
 
     a, b = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "b")

@@ -31,7 +31,9 @@ class RunData:
     result: RunResult
     run_dir: Path
 
+    @cached_property
     def log(self) -> list[dict]:
+        """The run's log.jsonl, read once: the main table, the summary and three figures use it."""
         from bench.engine.trainer import LOG, read_log_lines
 
         path = self.run_dir / LOG

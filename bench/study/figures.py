@@ -80,9 +80,9 @@ def _scatter(ax, df: pd.DataFrame, x: str, y: str, colors: dict) -> None:
 def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, float]]] | None = None) -> Figure:
     """Per-token perplexity against bits per character: the tokenization attack; ``compressor_lines`` (dataset ->
     (label, bits per character)) are drawn as dotted vertical lines on both panels."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
     from matplotlib.lines import Line2D
 
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
     extra = []
     for i, (dataset, lines) in enumerate((compressor_lines or {}).items()):
         for (label, bits_per_char), style in zip(lines, (":", "-.")):

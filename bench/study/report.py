@@ -151,7 +151,7 @@ def _main_table_section(doc: Document, study: Study, floors: dict, baselines) ->
               "byte gained over the last doubling of training characters (mean over seeds), 'still improving' "
               f"above {convergence.IMPROVING}. " + flag_legend(_everyone(study)))
     doc.para(compressor_rows.summary(baselines, done))
-    doc.para(convergence.summary(done, {d: run.log() for d, run in study.runs.items()}))
+    doc.para(convergence.summary(done, {d: run.log for d, run in study.runs.items()}))
 
 
 def _everyone(study: Study) -> pd.DataFrame:
@@ -227,7 +227,7 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
 def _training_sections(doc: Document, study: Study, out: Path) -> None:
     done = study.done
     doc.heading("5. Learning curves")
-    curves = [(dict(r), study.runs[r["run_dir"]].log()) for _, r in done.iterrows()]
+    curves = [(dict(r), study.runs[r["run_dir"]].log) for _, r in done.iterrows()]
     doc.figure(*_save(figures.learning_curves_figure(curves), out, "5-learning-curves"),
                "Validation bits per character against training characters seen (solid: equal characters, "
                "dashed: equal tokens). " + flag_legend(done))
@@ -246,7 +246,7 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
                "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
                "`match = \"flops\"` gives every cell of a matrix the same training FLOPs.")
     doc.heading("8. Does the verdict depend on the budget?")
-    logs = {d: run.log() for d, run in study.runs.items()}
+    logs = {d: run.log for d, run in study.runs.items()}
     doc.figure(*_save(convergence.ranking_figure(done, logs), out, "8-ranking-against-budget"),
                "Each model's tokenizations, validation bits per byte against training characters (top) and training "
                "FLOPs (bottom), one line per seed; dotted verticals mark where the ranking of the lossless "

@@ -31,7 +31,7 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str
             mean, half = seed_interval([v for v in group[metric].tolist() if not math.isnan(v)] or [math.nan])
             row[label] = _with_ci(mean, half)
             row["_" + metric] = mean
-        row["last doubling"] = trend_cell([last_doubling(runs[d].log()) for d in group["run_dir"]])
+        row["last doubling"] = trend_cell([last_doubling(runs[d].log) for d in group["run_dir"]])
         text = [runs[d].text_losses() for d in group["run_dir"]]
         if all(t is not None for t in text):
             low, high = document_interval(text)
