@@ -1,6 +1,7 @@
 """The run matrix and the report: expansion, skipping, resuming, failure isolation, runs.csv, figures."""
 
 import csv
+import json
 import re
 import shutil
 from pathlib import Path
@@ -188,9 +189,13 @@ def test_parallel_jobs(toy):
     config_path, results, data = toy
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
                            .replace('"word:60"]', '"word:60"]\n', 1))
-    outcome = run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False)
+    outcome = run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False, threads=1)
     assert outcome.counts.get("done") == len([r for c in outcome.chains for r in c])
     assert all((run.run_dir / "train.log").is_file() for chain in outcome.chains for run in chain)
+    for run in (run for chain in outcome.chains for run in chain):  # the threads are the run's provenance
+        assert json.loads((run.run_dir / "result.json").read_text())["provenance"]["device"]["threads"] == 1
+    with pytest.raises(BenchError, match="--threads must be at least 1"):
+        run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False, threads=0)
 
 
 def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
@@ -205,6 +210,9 @@ def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
         load_config(bad)
     bad.write_text('[axes]\nmodel = ["sha-rnn"]\n[oops]\n')
     one_line_error(cli("run-matrix", str(bad)), "unknown section(s) ['oops']")
+    bad.write_text('[axes]\nmodel = ["lstm"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n[budget]\n'
+                   'chars = 100\n[context]\nchars = 10\n[models.lstm]\nlr = [1e-3, 3e-3]\n')
+    one_line_error(cli("run-matrix", str(bad), "--dry-run"), "for lr: expected one value", "[axes] or [[include]]")
     one_line_error(cli("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
     one_line_error(cli("report", str(tmp_path)), "runs.csv does not exist")
     (tmp_path / "runs.csv").write_text("model,tokenizer,dataset,seed,match,phase,run_dir,status,comparable,"

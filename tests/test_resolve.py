@@ -39,7 +39,8 @@ def test_run_ids_do_not_change_without_a_reason(model, overrides, run_id, bptt):
 
 def test_where_a_run_is_written_or_executed_does_not_change_its_id():
     config = resolved(device="cpu", init_from="/a/b/run-x")
-    moved = resolved(device="cuda", init_from="/elsewhere/run-x").with_spec(out_dir="/tmp/out", data_dir="/d")
+    moved = resolved(device="cuda", threads=3, init_from="/elsewhere/run-x").with_spec(out_dir="/tmp/out",
+                                                                                     data_dir="/d")
     assert moved.run_id() == config.run_id()
     assert resolved(lr=2e-3).run_id() != config.run_id()
     with pytest.raises(ValueError):
@@ -89,3 +90,21 @@ def test_the_budget_stops_at_the_first_limit_reached():
     assert budget.planned_tokens(None, None, 64.0) is None  # characters cannot be counted in tokens without data
     assert Budget.of(TrainConfig(max_minutes=1.0)).planned_tokens(4.0, 10_000, 64.0) is None
     assert Budget.of(TrainConfig(max_epochs=0.5)).planned_steps(4.0, 10_000, 64.0) == 79
+
+
+def test_default_threads_share_the_free_cores_and_honour_omp_num_threads(monkeypatch):
+    import os
+
+    from bench.engine import device
+
+    monkeypatch.setattr(device, "available_cores", lambda: 8)
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.2, 0.0, 0.0))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert device.default_threads(jobs=1) == 6  # two cores busy
+    assert device.default_threads(jobs=4) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (30.0, 0.0, 0.0))
+    assert device.default_threads(jobs=2) == 1  # never none
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert device.default_threads(jobs=2) == 3
+    with pytest.raises(ValueError, match="threads must be positive"):
+        TrainConfig(threads=0)

@@ -32,6 +32,7 @@ def train_command(
     """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
     from dataclasses import asdict
 
+    from bench.engine.device import use_threads
     from bench.engine.distributed import Ranks
     from bench.engine.run import RESULT, train
     from bench.engine.spec import RunSpec
@@ -39,6 +40,7 @@ def train_command(
     spec = RunSpec(model=model, preset=preset, tokenizer=tokenizer, dataset=dataset, seed=seed,
                    overrides=parse_pairs(settings, "--set"), data_dir=str(data_dir) if data_dir else None,
                    out_dir=str(out) if out else None)
+    use_threads(None)  # the free cores; a `threads` setting of the run wins when it starts
     result = train(spec, show_progress=not quiet)
     if not Ranks.from_env().is_main:  # under torchrun, one process reports
         return
@@ -68,14 +70,17 @@ def eval_command(
                                            "(byte, bpe:N, sp-bpe:N, sp-unigram:N)."),
     marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", help="Lines drawn at random for "
                                                  "--marginal (default: every line)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $OMP_NUM_THREADS, else "
+                                          "the free cores).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
     from dataclasses import asdict
 
+    from bench.engine.device import use_threads
     from bench.engine.inference import evaluate_checkpoint
 
-    for option, value in (("--streams", streams), ("--chunk", chunk)):
+    for option, value in (("--streams", streams), ("--chunk", chunk), ("--threads", threads)):
         if value is not None and value < 1:
             raise BenchError(f"{option} must be at least 1, not {value}")
     if split not in ("train", "valid", "test"):
@@ -90,6 +95,7 @@ def eval_command(
         from tokenizers_study.segmentations import piece_table
 
         piece_table(load_model(checkpoint_path, "cpu").tokenizer)  # a scheme without a lattice: refused first
+    use_threads(threads)
     report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses)
     marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines) if marginal else None
     if as_json:

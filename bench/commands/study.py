@@ -18,6 +18,9 @@ def run_matrix_command(
     config: Path = typer.Argument(..., help="Matrix config (TOML), e.g. configs/quick.toml."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (one row per run) and stop."),
     jobs: int = typer.Option(1, "--jobs", help="Runs at a time (processes; one GPU each where there are several)."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: "
+                                          "$OMP_NUM_THREADS, else the free cores shared among the --jobs runs); "
+                                          "a run's own `threads` setting wins.", show_default=False),
     results: Optional[Path] = typer.Option(None, "--results", help="Results folder (default: results/<matrix "
                                            "name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
@@ -44,7 +47,7 @@ def run_matrix_command(
     cluster = None if launcher == "local" else ClusterSettings(launcher, partition, gpus_per_run, time_limit,
                                                                max_parallel, wait)
     outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet,
-                         cluster=cluster)
+                         cluster=cluster, threads=threads)
     if dry_run:
         rows = [run.row() for chain in outcome.chains for run in chain] + [r.row() for r in outcome.pretrained]
         axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []

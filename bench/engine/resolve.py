@@ -37,13 +37,15 @@ class RunConfig:
 
     def run_id(self) -> str:
         """A hash of everything that determines the run's result: the resolved spec and the data's identity
-        (tokenizer hash, split checksums), not where the run is written or on which device."""
+        (tokenizer hash, split checksums), not where the run is written, on which device or with how many threads."""
         spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
-        spec["overrides"] = {k: v for k, v in spec["overrides"].items() if k not in ("device", "init_from")}
+        spec["overrides"] = {k: v for k, v in spec["overrides"].items()
+                             if k not in ("device", "threads", "init_from")}
         if is_pretrained(spec["tokenizer"]):  # a pretrained tokenizer is its file, whose sha256 is in the data's
             spec["tokenizer"] = spec["tokenizer"].partition(":")[0]  # identity: the path that names it is not
         train = asdict(self.train)
         train.pop("device")
+        train.pop("threads")
         if train["init_from"]:  # the previous run's folder name carries its run id; its location does not matter
             train["init_from"] = Path(train["init_from"]).name
         content = {"spec": spec, "model": asdict(self.model), "train": train, "data": self.data.identity()}

@@ -22,7 +22,7 @@ from typing import TextIO
 from bench.data.facts import load_data_facts
 from bench.data.paths import resolve_data_dir
 from bench.engine import checkpoint
-from bench.engine.device import describe
+from bench.engine.device import describe, use_threads
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
 from bench.engine.layout import prepare_corpus
@@ -92,6 +92,8 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
     Nothing is written into a folder that holds another run, and one process at a time trains a run: the
     run's lock is taken here unless the caller holds it (``locked``)."""
     wall_start = time.perf_counter()
+    if config.train.threads:
+        use_threads(config.train.threads)
     Ranks.from_env().start()
     spec, out = config.spec, Path(config.spec.out_dir)
     corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=config.data)

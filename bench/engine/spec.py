@@ -59,6 +59,7 @@ class TrainConfig:
     final_eval_splits: str = "valid,test"  # splits scored in full at the end
     # --- runtime -------------------------------------------------------------------------------------
     device: str = "auto"  # auto, cpu, cuda, cuda:N, mps
+    threads: Optional[int] = None  # CPU threads (none: $OMP_NUM_THREADS, else the free cores per run at a time)
     precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA
     compile: bool = False  # torch.compile the parts each model names (LanguageModel.compile_parts)
 
@@ -71,7 +72,8 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         for name in ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes", "max_train_flops",
-                     "context_chars", "eval_chunk", "eval_max_chars", "eval_max_tokens", "final_eval_streams"):
+                     "context_chars", "eval_chunk", "eval_max_chars", "eval_max_tokens", "final_eval_streams",
+                     "threads"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive (or none)")
@@ -122,6 +124,9 @@ class RunSpec:
 
 def parse_value(kind, text: Any, key: str):
     """Turn a ``--set`` string (or a TOML value) into a field's type."""
+    if isinstance(text, (list, dict)):
+        raise BenchError(f"bad value {text!r} for {key}: expected one value (a list of values belongs under "
+                         "[axes] or [[include]])")
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
     if origin in (typing.Union, types.UnionType) and type(None) in args:

@@ -21,7 +21,7 @@ import torch
 
 from bench.data.facts import DataFacts
 from bench.engine.budget import epoch_tokens, mean_step_tokens
-from bench.engine.device import autocast, autocast_dtype, configure, describe, pick_device
+from bench.engine.device import autocast, autocast_dtype, configure, describe, pick_device, use_threads
 from bench.engine.optim import build_optimizer
 from bench.engine.resolve import RunConfig, resolve
 from bench.engine.spec import RunSpec, validate_spec
@@ -58,6 +58,7 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     cfg = config.train
     device = pick_device(cfg.device)
     configure(device)
+    use_threads(cfg.threads)
     amp = autocast_dtype(device, cfg.precision)
     warmup = default_warmup(config) if warmup is None else warmup
     if device.type == "cuda":

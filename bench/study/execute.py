@@ -59,12 +59,16 @@ class WorkerSettings:
 
 def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, jobs: int = 1,
                dry_run: bool = False, retry_failed: bool = False, data_dir: str | Path | None = None,
-               show_progress: bool = True, cluster: ClusterSettings | None = None) -> MatrixOutcome:
-    """Plan a matrix and run what is not done: here (``jobs`` processes) or as cluster jobs (``cluster``)."""
+               show_progress: bool = True, cluster: ClusterSettings | None = None,
+               threads: int | None = None) -> MatrixOutcome:
+    """Plan a matrix and run what is not done: here (``jobs`` processes of ``threads`` CPU threads each; by
+    default the free cores shared among them) or as cluster jobs (``cluster``)."""
     from bench.data.paths import resolve_data_dir
 
     if jobs < 1:
         raise BenchError("--jobs must be at least 1")
+    if threads is not None and threads < 1:
+        raise BenchError(f"--threads must be at least 1, not {threads}")
     if cluster is not None:
         cluster.check()
     config = load_config(config_path)
@@ -82,10 +86,13 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
         pending = [r for r in chain if _should_run(r, retry_failed)]
         if pending and all(r.config is not None for r in chain):  # a chain with no data cannot run
             todo.append(pending)
+    cpu_threads = None if cluster else _cpu_threads(jobs, threads)
     where = (f"as {cluster.launcher} jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
+    where += f", {cpu_threads} CPU thread(s) each" if cpu_threads else ""
     print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
           file=sys.stderr)
-    finished = (_cluster_chains(todo, outcome, cluster) if cluster else _finished_chains(todo, jobs, show_progress))
+    finished = (_cluster_chains(todo, outcome, cluster) if cluster
+                else _finished_chains(todo, jobs, show_progress, cpu_threads))
     for k, (pending, records) in enumerate(finished, 1):
         for run, record in zip(pending, records):
             run.status = record.status
@@ -117,11 +124,25 @@ def _should_run(run: PlannedRun | PretrainedRun, retry_failed: bool) -> bool:
     return run.status in (RunStatus.NEW, RunStatus.PARTIAL) or (retry_failed and run.status.failed)
 
 
-def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool
+def _cpu_threads(jobs: int, threads: int | None) -> int | None:
+    """Torch threads per run on CPU (none on GPUs unless asked): ``threads``, or the free cores per run; a
+    warning when the runs at a time ask for more threads than the machine has cores."""
+    from bench.engine.device import available_cores, default_threads
+
+    if threads is None and _cuda_device_count():
+        return None
+    chosen = threads or default_threads(jobs)
+    if jobs * chosen > available_cores():
+        print(f"warning: {jobs} runs x {chosen} threads is more than this machine's {available_cores()} cores; "
+              f"every step will wait for a busy core (lower --jobs or --threads)", file=sys.stderr)
+    return chosen
+
+
+def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None
                      ) -> Iterator[tuple[list[PlannedRun], list[RunRecord]]]:
     """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes."""
     if jobs == 1:
-        settings = WorkerSettings(log_to_file=False, show_progress=show_progress)
+        settings = WorkerSettings(log_to_file=False, show_progress=show_progress, threads=threads)
         for pending in todo:
             yield pending, run_chain([r.config.to_json() for r in pending], settings)
         return
@@ -135,7 +156,6 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
         gpu_queue = ctx.Queue()
         for k in range(jobs):
             gpu_queue.put(k % n_gpus)
-    threads = max(1, (os.cpu_count() or 1) // jobs) if n_gpus == 0 else None
     settings = WorkerSettings(log_to_file=True, show_progress=False, threads=threads)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                              initargs=(gpu_queue, os.getpid())) as pool:
@@ -164,9 +184,9 @@ def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluste
 def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
     """Execute runs one after another (a cell's phases); stop at the first that does not finish."""
     if settings.threads:
-        import torch
+        from bench.engine.device import use_threads
 
-        torch.set_num_threads(settings.threads)
+        use_threads(settings.threads)
     records = []
     for config_json in configs:
         if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
