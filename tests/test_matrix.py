@@ -138,12 +138,14 @@ def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
         return original(self)
 
     monkeypatch.setattr(Trainer, "train_step", interrupt_the_third_run)
-    with pytest.raises(TrainingInterrupted):
+    with pytest.raises(KeyboardInterrupt):  # the matrix stops: the CLI exits 130
         run_matrix(config_path, results, data_dir=data, show_progress=False)
     rows = {r["run_dir"]: r for r in read_csv(results / "runs.csv")}
     assert sum(r["status"] == "done" for r in rows.values()) >= 3  # what finished before the interruption
     partial = [r for r in rows.values() if "lstm-tiny-word-open60-toy-s0-chars" in r["run_dir"]]
-    assert partial and partial[0]["status"] == "new"  # it had not finished
+    assert partial and partial[0]["status"] == "interrupted"  # it had not finished
+    assert "stopped for the test" in partial[0]["error"]
+    assert {r["status"] for r in rows.values()} <= {"done", "diverged", "interrupted", "new"}
 
     outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
     rows = read_csv(results / "runs.csv")
@@ -264,3 +266,43 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     assert "No p-value is shown: every comparison has one seed on a side" in md
     assert "bootstrap over documents (text only)" in md and "articles of the test text" in md
     shutil.rmtree(results)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
+    """Ctrl-C (SIGINT to the terminal's process group) stops `run-matrix --jobs 2`: the two runs in progress
+    checkpoint and are recorded as interrupted, nothing new starts, exit 130 with the resume hint."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config_path, results, data = toy
+    config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
+                           .replace('"word:60"]', '"word:60"]\nseed = [0, 1]', 1).replace("seed = [0]\n", "")
+                           .replace("chars = 3_000", "chars = 300_000_000").split("[[include]]")[0])
+    process = subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config_path), "--jobs", "2",
+                                "--threads", "1", "--results", str(results), "--data-dir", str(data), "--quiet"],
+                               cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    def training():
+        return [p.parent for p in results.glob("*/log.jsonl") if not (p.parent / "result.json").exists()]
+
+    deadline = time.monotonic() + 240
+    while len(training()) < 2 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+    assert len(training()) == 2, "two runs were never training at once"
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=240)
+    assert process.returncode == 130, stderr
+    assert "run the same command again to resume" in stderr and "Traceback" not in stderr
+    rows = read_csv(results / "runs.csv")
+    assert len(rows) == 6
+    assert sorted(row["status"] for row in rows) == ["interrupted"] * 2 + ["new"] * 4, rows
+    for row in rows:
+        folder = results / row["run_dir"]
+        if row["status"] == "interrupted":
+            assert (folder / "checkpoint.pt").is_file() and "SIGINT" in row["error"]
+        else:
+            assert not (folder / "log.jsonl").exists()  # never started

@@ -47,6 +47,7 @@ class RunStatus(StrEnum):
     OOM = "oom"
     NO_DATA = "no data"
     RUNNING = "running"  # another process holds the run's lock
+    INTERRUPTED = "interrupted"  # stopped by a signal (Ctrl-C): running it again resumes from its checkpoint
 
     @classmethod
     def parse(cls, text: str) -> "RunStatus":

@@ -38,6 +38,8 @@ ERROR_FILE = "error.txt"
 ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
 _ORPHANED = threading.Event()  # set in a worker whose matrix process died
 _RUNNING = threading.Event()  # set in a worker while it executes a run
+_INTERRUPTED = threading.Event()  # set in a worker that got Ctrl-C: it starts nothing more
+_MATRIX_STOPPED = None  # in a worker: the multiprocessing Event its matrix sets on Ctrl-C
 
 
 @dataclass
@@ -93,12 +95,18 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
           file=sys.stderr)
     finished = (_cluster_chains(todo, outcome, cluster) if cluster
                 else _finished_chains(todo, jobs, show_progress, cpu_threads))
-    for k, (pending, records) in enumerate(finished, 1):
-        for run, record in zip(pending, records):
-            run.status = record.status
-            error = f": {record.error}" if record.error else ""
-            print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
+    try:
+        for k, (pending, records) in enumerate(finished, 1):
+            for run, record in zip(pending, records):
+                run.status = record.status
+                error = f": {record.error}" if record.error else ""
+                print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
+            write_runs_table(outcome.chains, config, results, outcome.pretrained)
+    except KeyboardInterrupt:
         write_runs_table(outcome.chains, config, results, outcome.pretrained)
+        print("the runs in progress saved a checkpoint and nothing new was started; run the same command again to "
+              "resume", file=sys.stderr)
+        raise
     _score_pretrained(outcome, retry_failed, here=cluster is None or cluster.launcher == "submitit-local")
     outcome.csv_path = write_runs_table(outcome.chains, config, results, outcome.pretrained)
     for run in [run for chain in outcome.chains for run in chain] + outcome.pretrained:
@@ -121,7 +129,8 @@ def _score_pretrained(outcome: MatrixOutcome, retry_failed: bool, here: bool) ->
 
 
 def _should_run(run: PlannedRun | PretrainedRun, retry_failed: bool) -> bool:
-    return run.status in (RunStatus.NEW, RunStatus.PARTIAL) or (retry_failed and run.status.failed)
+    return (run.status in (RunStatus.NEW, RunStatus.PARTIAL, RunStatus.INTERRUPTED)
+            or (retry_failed and run.status.failed))
 
 
 def _cpu_threads(jobs: int, threads: int | None) -> int | None:
@@ -140,11 +149,20 @@ def _cpu_threads(jobs: int, threads: int | None) -> int | None:
 
 def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None
                      ) -> Iterator[tuple[list[PlannedRun], list[RunRecord]]]:
-    """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes."""
+    """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes. Ctrl-C
+    stops the matrix: the runs in progress checkpoint, nothing new starts, and KeyboardInterrupt is raised once
+    their records are yielded."""
+    from bench.engine.trainer import TrainingInterrupted
+
     if jobs == 1:
         settings = WorkerSettings(log_to_file=False, show_progress=show_progress, threads=threads)
         for pending in todo:
-            yield pending, run_chain([r.config.to_json() for r in pending], settings)
+            try:
+                records = run_chain([r.config.to_json() for r in pending], settings)
+            except (TrainingInterrupted, KeyboardInterrupt):
+                yield pending, _records_on_disk(pending)
+                raise KeyboardInterrupt from None
+            yield pending, records
         return
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -157,17 +175,38 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
         for k in range(jobs):
             gpu_queue.put(k % n_gpus)
     settings = WorkerSettings(log_to_file=True, show_progress=False, threads=threads)
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                             initargs=(gpu_queue, os.getpid())) as pool:
-        futures = {pool.submit(run_chain, [r.config.to_json() for r in pending], settings): pending
-                   for pending in todo}
-        for future in as_completed(futures):
-            pending = futures[future]
+    stopped = ctx.Event()
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                               initargs=(gpu_queue, os.getpid(), stopped))
+    futures = {pool.submit(_worker_chain, [r.config.to_json() for r in pending], settings): pending
+               for pending in todo}
+    waiting, interrupted, abandon = set(futures), False, False
+    try:
+        while waiting:
             try:
-                records = future.result()
-            except Exception as exc:  # the worker process itself died
-                records = [RunRecord(str(pending[0].run_dir), RunStatus.FAILED, f"worker died: {exc}")]
-            yield pending, records
+                for future in as_completed(set(waiting)):
+                    waiting.discard(future)
+                    if future.cancelled():
+                        continue
+                    pending = futures[future]
+                    try:
+                        records = future.result()
+                    except (TrainingInterrupted, KeyboardInterrupt):  # the worker got the Ctrl-C too
+                        records, interrupted = _records_on_disk(pending), True
+                        _stop_all(stopped, waiting)
+                    except Exception as exc:  # the worker process itself died
+                        records = [RunRecord(str(pending[0].run_dir), RunStatus.FAILED, f"worker died: {exc}")]
+                    yield pending, records
+            except KeyboardInterrupt:
+                abandon = interrupted  # a second Ctrl-C: stop waiting for the runs in progress
+                if abandon:
+                    raise
+                interrupted = True
+                _stop_all(stopped, waiting)
+    finally:
+        pool.shutdown(wait=not abandon, cancel_futures=True)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluster: ClusterSettings
@@ -179,6 +218,48 @@ def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluste
           f"{outcome.results_dir / '.submitit'}", file=sys.stderr)
     if cluster.wait or cluster.launcher == "submitit-local":
         yield from wait_for(jobs, todo)
+
+
+def _stop_all(stopped, waiting) -> None:
+    """Start nothing more: cancel what the pool has not handed out, and tell the workers about the rest."""
+    stopped.set()
+    for future in waiting:
+        future.cancel()
+
+
+def _worker_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
+    """:func:`run_chain` in a worker process, where Ctrl-C interrupts only while a chain runs (an idle worker
+    that died of it would break the pool and kill the runs in progress before they checkpoint), and a chain
+    handed out after a Ctrl-C is not started."""
+    from bench.engine.trainer import TrainingInterrupted
+
+    if _INTERRUPTED.is_set() or (_MATRIX_STOPPED is not None and _MATRIX_STOPPED.is_set()):
+        return []
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return run_chain(configs, settings)
+    except (TrainingInterrupted, KeyboardInterrupt):
+        _INTERRUPTED.set()
+        raise
+    finally:
+        signal.signal(signal.SIGINT, _note_interrupt)
+
+
+def _note_interrupt(signum, frame) -> None:
+    _INTERRUPTED.set()
+
+
+def _records_on_disk(pending: list[PlannedRun]) -> list[RunRecord]:
+    """After an interruption: what each run of a chain recorded in its status.json, up to the one stopped."""
+    records = []
+    for run in pending:
+        record = RunRecord.read(run.run_dir)
+        if record is None:
+            break
+        records.append(record)
+        if record.status is not RunStatus.DONE:
+            break
+    return records
 
 
 def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
@@ -230,6 +311,9 @@ def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True)
         except (TrainingInterrupted, KeyboardInterrupt) as exc:
             if console is not None:
                 print(f"interrupted: {exc}", file=console, flush=True)
+            if main:
+                RunRecord(str(run_dir), RunStatus.INTERRUPTED, failure_text(exc) if str(exc) else "interrupted",
+                          config.run_id()).write()
             raise
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
             record = RunRecord(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
@@ -250,7 +334,10 @@ def _classify(exc: BaseException) -> RunStatus:
     return RunStatus.FAILED
 
 
-def _init_worker(gpu_queue, parent: int) -> None:
+def _init_worker(gpu_queue, parent: int, stopped) -> None:
+    global _MATRIX_STOPPED
+    _MATRIX_STOPPED = stopped
+    signal.signal(signal.SIGINT, _note_interrupt)  # between chains; see _worker_chain
     if gpu_queue is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
     threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()

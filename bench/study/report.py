@@ -123,6 +123,7 @@ def _write_report(study: Study, out: Path) -> Path:
     failed = study.table[study.table["status"] != RunStatus.DONE.value]
     if not failed.empty:
         doc.heading("Runs that did not finish")
+        failed = failed.assign(error=failed["error"].fillna("") if "error" in failed else "")  # no "nan"
         doc.table([dict(r) for _, r in failed.iterrows()], study.axes + ["status", "error"])
     _provenance(doc, study)
     _definitions(doc)
