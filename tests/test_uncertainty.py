@@ -45,7 +45,7 @@ def test_seeds_make_a_test_and_an_interval_that_covers_training_noise():
     a, b = _runs(rng, sizes, 1.20, 0.05, range(4)), _runs(rng, sizes, 1.20, 0.05, range(4))
     result = compare({s: r.bits_per_byte for s, r in a.items()}, {s: r.bits_per_byte for s, r in b.items()}, a, b)
     assert result.p_value is not None and result.p_value > 0.01  # the same setup: no tiny p-value
-    assert result.test == "paired t-test over 4 seeds" and result.interval == "bootstrap over seeds, then documents"
+    assert result.test == "Welch t, 4 and 4 unpaired seeds" and "documents" in result.interval
     text_only = compare({0: a[0].bits_per_byte}, {0: b[0].bits_per_byte}, {0: a[0]}, {0: b[0]})
     assert result.high - result.low > text_only.high - text_only.low  # seed noise widens it
     shifted = _runs(rng, sizes, 1.50, 0.05, range(4))
@@ -54,10 +54,76 @@ def test_seeds_make_a_test_and_an_interval_that_covers_training_noise():
     assert far.p_value < 0.05 and far.high < 0
 
 
-def test_unmatched_seeds_use_welch_and_missing_losses_fall_back_to_t():
-    result = compare({0: 1.0, 1: 1.1, 2: 1.05}, {7: 1.3, 8: 1.25})
-    assert result.test == "Welch t-test, 3 and 2 seeds" and result.interval == "t over seeds"
-    assert result.low < result.difference < result.high
+def test_without_document_losses_the_comparison_is_welchs_t_test():
+    from scipy import stats
+
+    a, b = {0: 1.0, 1: 1.1, 2: 1.05}, {7: 1.3, 8: 1.25}
+    result = compare(a, b)
+    welch = stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False)
+    assert result.test == "Welch t, 3 and 2 unpaired seeds" and result.interval.startswith("Welch t over seeds")
+    assert result.p_value == pytest.approx(welch.pvalue, rel=1e-12)
+    interval = welch.confidence_interval(0.95)
+    assert (result.low, result.high) == pytest.approx((interval.low, interval.high), rel=1e-12)
+
+
+# The audit's two findings: a percentile bootstrap over 3 seeds was narrower than the t interval ([0.464, 0.768]
+# against [0.298, 0.950]) and, over 2 vs 2 seeds, excluded 0 beside a Welch p of 0.093.
+def test_the_interval_is_as_wide_as_the_t_interval_over_seeds():
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    sizes = rng.integers(1000, 20000, size=60).astype(float)
+
+    def with_text(values):  # runs whose documents scatter around each seed's bits per byte
+        runs = {s: TextLosses(sizes * (v + rng.normal(0, 0.05, len(sizes))), sizes) for s, v in enumerate(values)}
+        return {s: r.bits_per_byte for s, r in runs.items()}, runs
+
+    for a_values, b_values in (([3.10, 3.02, 3.25], [2.45, 2.48, 2.38]), ([2.90, 3.30], [2.20, 2.35])):
+        (a, text_a), (b, text_b) = with_text(a_values), with_text(b_values)
+        result = compare(a, b, text_a, text_b)
+        welch = stats.ttest_ind(list(a.values()), list(b.values()), equal_var=False)
+        t_interval = welch.confidence_interval(0.95)
+        assert result.high - result.low >= 0.95 * (t_interval.high - t_interval.low)  # the bootstrap's was 0.47x
+        assert (result.low > 0) == (result.p_value < 0.05)
+
+
+@pytest.mark.parametrize("seeds_a,seeds_b,level_b,text", [(2, 2, 1.2, True), (3, 3, 1.23, True), (2, 3, 1.25, False),
+                                                          (5, 4, 1.21, True), (3, 2, 1.19, True)])
+def test_the_interval_excludes_zero_exactly_when_p_is_below_five_percent(seeds_a, seeds_b, level_b, text):
+    for trial in range(20):
+        rng = np.random.default_rng(100 + trial)
+        sizes = rng.integers(1000, 20000, size=40).astype(float)
+        a, b = _runs(rng, sizes, 1.20, 0.02, range(seeds_a)), _runs(rng, sizes, level_b, 0.02, range(seeds_b))
+        result = compare({s: r.bits_per_byte for s, r in a.items()}, {s: r.bits_per_byte for s, r in b.items()},
+                         a if text else None, b if text else None)
+        assert (result.low > 0 or result.high < 0) == (result.p_value < 0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [2, 3, 5])
+def test_the_95_percent_interval_covers_the_truth_95_percent_of_the_time(seeds):
+    """Seed effects and document effects drawn from known distributions, 500 studies: the interval of the
+    difference covers the true difference (of the populations of seeds and documents) in 92-98% of them."""
+    rng = np.random.default_rng(seeds)
+    truth, covered, n_docs = -0.03, 0, 40
+    for _ in range(500):
+        sizes = rng.integers(2000, 20000, size=n_docs).astype(float)
+        shared = rng.normal(0, 0.10, n_docs)  # how hard each document is, for both tokenizations
+        gap = rng.normal(0, 0.03, n_docs)  # how much harder it is for A than for B: mean 0 over documents
+        a = {s: TextLosses(sizes * (1.20 + shared + gap + rng.normal(0, 0.02)), sizes) for s in range(seeds)}
+        b = {s: TextLosses(sizes * (1.23 + shared + rng.normal(0, 0.02)), sizes) for s in range(seeds)}
+        result = compare({s: r.bits_per_byte for s, r in a.items()}, {s: r.bits_per_byte for s, r in b.items()}, a, b)
+        covered += result.low <= truth <= result.high
+    assert 0.92 <= covered / 500 <= 0.98, covered / 500
+
+
+def test_seeds_needed_for_a_difference():
+    from bench.study.uncertainty import seeds_needed
+
+    # the normal approximation 2 (1.96 + 0.84)^2 (sd / effect)^2 = 15.7 for sd = effect: t needs a little more
+    assert seeds_needed(seed_sd=0.01, effect=0.01) == 17
+    assert seeds_needed(seed_sd=0.001, effect=0.01) == 2
+    assert seeds_needed(seed_sd=0.05, effect=0.01) > 300 and seeds_needed(seed_sd=1.0, effect=0.01) is None
 
 
 def test_cell_intervals():
@@ -87,3 +153,19 @@ def test_the_vocabulary_sweep_never_pools_matching_rules():
     fig = vocab_sweep_figure(pd.DataFrame(rows))
     lines = {line.get_label(): list(line.get_ydata()) for line in fig.axes[0].get_lines()}
     assert lines == {"lstm bpe (equal chars)": [3.0, 2.6], "lstm bpe (equal tokens)": [3.2, 2.4]}
+
+
+def test_the_power_line_pools_the_seed_spread_of_each_cell():
+    import pandas as pd
+
+    from bench.study.report_tables import power_line
+
+    rows = [("lstm", "byte", s, v) for s, v in enumerate([1.80, 1.82, 1.81])]
+    rows += [("lstm", "bpe:1024", s, v) for s, v in enumerate([1.70, 1.73, 1.71])]
+    rows += [("sha-rnn", "byte", 0, 1.9)]  # one seed: no spread
+    done = pd.DataFrame(rows, columns=["model", "tokenizer", "seed", "test_bits_per_byte"]).assign(
+        match="chars", phase="", lossless_bool=True)
+    line = power_line(done, ["model", "tokenizer", "seed", "match"])
+    pooled = ((0.01 ** 2 * 2 + np.var([1.70, 1.73, 1.71], ddof=1) * 2) / 4) ** 0.5
+    assert "pooled over the 2 cell(s)" in line and f"{pooled:.4f}" in line and "seeds per tokenization" in line
+    assert power_line(done[done["model"] == "sha-rnn"], ["model", "tokenizer", "seed", "match"]) is None

@@ -26,7 +26,8 @@ from bench.study.document import Document
 from bench.study.figures import tokenizer_order
 from bench.study.flags import flag_legend, run_flags
 from bench.study.pretrained import PRETRAINED
-from bench.study.report_tables import closed_vocabulary_rows, main_table, matching_rows, paired_rows, pretrained_rows
+from bench.study.report_tables import (closed_vocabulary_rows, main_table, matching_rows, paired_rows, power_line,
+                                       pretrained_rows)
 from bench.study.runs_table import read_runs_table
 
 @dataclass
@@ -263,17 +264,24 @@ def _paired_section(doc: Document, study: Study) -> None:
         return
     tested = sum(row["p (Holm)"] is not None for row in paired)
     doc.table(paired, list(paired[0]),
-              "A - B: the difference in test bits per byte (negative favours A), its 95% interval first, the "
-              f"p-value second. The unit of replication is the trained model. With one seed on a side there is no "
-              f"test: the difference is descriptive, and its interval, a paired bootstrap over the "
-              f"{_documents(study)} of the test text, covers the text sample only, not training noise. With two "
-              "or more seeds the p-value is a t-test across seeds (paired by seed where the seeds match) and the "
-              "interval a bootstrap over seeds, then documents" + (
-                  f"; the p-values of the {tested} tested pairs are adjusted together (Holm)" if tested else "") +
+              "A - B: the difference of the seed means of test bits per byte (negative favours A), its 95% "
+              f"interval first, the p-value second. The unit of replication is the trained model. With one seed "
+              f"on a side there is no test: the difference is descriptive, and its interval, a paired bootstrap "
+              f"over the {_documents(study)} of the test text, covers the text sample only, not training noise. "
+              "With two or more seeds on each side, one method gives the interval and the p-value: Student's t "
+              "with the standard error of the seed means (Welch: each side's own variance; seeds unpaired, since "
+              "under different vocabularies a seed shares neither initial weights nor data order) combined with "
+              "the text's (the bootstrap standard error of the same difference over documents, the same "
+              "documents for both sides), Welch-Satterthwaite degrees of freedom; so the interval excludes 0 "
+              "exactly when p < 0.05" + (
+                  f". 'p (Holm)': the p-values of the {tested} tested pairs adjusted together" if tested else "") +
               ". Runs with a lossy tokenization are left out.")
     if not tested:
         doc.para("**No p-value is shown: every comparison has one seed on a side.** Train two or more seeds "
                  "per tokenization (a `seed` axis in the config) to test the differences.")
+    power = power_line(study.done, study.axes)
+    if power:
+        doc.para(power)
 
 
 def _marginal_section(doc: Document, study: Study) -> None:
@@ -375,8 +383,9 @@ def _definitions(doc: Document) -> None:
         "'below floor' is how far a run's bits/char is below it (a run less than 10% below is flagged).",
         "Uncertainty: seeds are the unit of replication (a t interval or test over seeds needs two or more); the "
         "text sample is resampled by document (WikiText articles, Wikipedia pages, else 50 equal blocks), with "
-        "bits per byte of a resample = its bits / its bytes; intervals are bootstrap percentiles "
-        "(scipy.stats.bootstrap; seeds then documents for two levels); p-values are Holm-adjusted.",
+        "bits per byte of a resample = its bits / its bytes (scipy.stats.bootstrap); a comparison's interval "
+        "and p-value are one Welch t over seeds whose standard error includes the documents' bootstrap "
+        "standard error; p-values are also shown Holm-adjusted.",
         "Runs are matched on equal training characters and equal context in characters unless the matching rule "
         "says tokens or steps.",
     ])

@@ -11,7 +11,7 @@ import pandas as pd
 from bench.study.analysis import RunData
 from bench.study.convergence import last_doubling, trend_cell
 from bench.study.figures import tokenizer_order
-from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval
+from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval, seeds_needed
 
 
 METRICS = (("test_bits_per_byte", "bits/byte"), ("test_bits_per_char", "bits/char"),
@@ -83,10 +83,27 @@ def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, RunData]) -
             rows.append({**context, "A": a, "B": b, "seeds": f"{len(values[0])} / {len(values[1])}",
                          "A - B bits/byte": round(comparison.difference, 4),
                          "95% interval": _interval(comparison), "interval over": comparison.interval or "-",
-                         "p (Holm)": None, "test": comparison.test or "none: one seed on a side"})
+                         "p": comparison.p_value, "p (Holm)": None,
+                         "test": comparison.test or "none: one seed on a side"})
     for row, p in zip(rows, holm([c.p_value for c in comparisons])):
         row["p (Holm)"] = p
     return rows
+
+
+def power_line(done: pd.DataFrame, axes: list[str], effect: float = 0.01) -> str | None:
+    """How many seeds a comparison needs to detect ``effect`` bits per byte, from the seed spread observed in the
+    cells with two or more seeds (their pooled standard deviation); None without such a cell."""
+    keys = [a for a in axes if a != "seed"] + ["phase"]
+    spreads = [(len(g) - 1, g["test_bits_per_byte"].var(ddof=1))
+               for _, g in done[done["lossless_bool"]].groupby(keys, dropna=False) if len(g) >= 2]
+    if not spreads:
+        return None
+    pooled = math.sqrt(sum(df * var for df, var in spreads) / sum(df for df, _ in spreads))
+    needed = seeds_needed(pooled, effect)
+    return (f"Power: the seed standard deviation of test bits per byte, pooled over the {len(spreads)} cell(s) with "
+            f"two or more seeds, is {pooled:.4f}; to detect a difference of {effect} bits per byte between two "
+            f"tokenizations (two-sided t-test, alpha 0.05, power 0.8) a study needs "
+            + (f"**{needed} seeds per tokenization**." if needed else "more than 1,000 seeds per tokenization."))
 
 
 def _interval(comparison: Comparison) -> str:

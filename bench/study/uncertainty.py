@@ -1,14 +1,19 @@
 """Uncertainty that means what it says: the trained model is the unit of replication, the document the unit
 of text.
 
-* **Between tokenizations** (A - B, bits per byte of the test text): with one seed per side there is one
-  trained model each, so nothing can be said about training noise: the difference is shown with a paired
-  bootstrap interval over documents (text-sampling uncertainty only) and no p-value. With two or more seeds
-  the p-value comes from a t-test across seeds (paired by seed where the seeds match, Welch's otherwise) and
-  the interval from a two-level bootstrap: seeds, then documents.
+* **Between tokenizations** (A - B, bits per byte of the test text), one method: the difference of the seed
+  means; its standard error combines the seed variance of each side (Welch) with the text's, the standard
+  error of the same difference when the test documents are resampled (the same documents for both sides:
+  a bootstrap); the interval and the p-value both come from Student's t with Welch-Satterthwaite degrees of
+  freedom (the text term, estimated from many documents, counts as known), so the interval excludes 0
+  exactly when p < 0.05. Seeds are not paired: under different vocabularies a seed gives neither the same
+  initial weights nor the same data order. With one seed on a side the seed variance cannot be estimated:
+  no test, and the interval is the documents' alone (text-sampling uncertainty only).
 * **One cell** (a model and tokenization over its seeds): the mean with a Student-t interval over seeds, and
   a bootstrap interval over documents for the text.
 * **Many comparisons**: every p-value of a report is adjusted together (Holm).
+* **Power**: how many seeds per side a comparison needs to detect a given difference, from the seed variance
+  observed (a two-sample t-test, noncentral t).
 
 Bits per byte of a resample are its total bits over its total bytes (documents differ in length).
 """
@@ -78,57 +83,61 @@ def compare(a: dict[int, float], b: dict[int, float], text_a: dict[int, TextLoss
     """A against B from their test bits per byte by seed, and where dumped, their losses by document."""
     from scipy import stats
 
-    seeds = sorted(set(a) & set(b))
-    paired = len(seeds) >= 2
-    va = [a[s] for s in seeds] if paired else list(a.values())
-    vb = [b[s] for s in seeds] if paired else list(b.values())
-    difference = float(np.mean(va) - np.mean(vb))
-    have_text = (text_a is not None and text_b is not None and set(text_a) >= (set(seeds) if paired else set(a))
-                 and set(text_b) >= (set(seeds) if paired else set(b)))
+    va, vb = np.array([a[k] for k in sorted(a)]), np.array([b[k] for k in sorted(b)])
+    difference = float(va.mean() - vb.mean())
+    have_text = text_a is not None and text_b is not None and set(text_a) >= set(a) and set(text_b) >= set(b)
+    bits_a = np.stack([text_a[k].bits for k in sorted(a)]) if have_text else None
+    bits_b = np.stack([text_b[k].bits for k in sorted(b)]) if have_text else None
+    sizes = text_a[min(a)].bytes if have_text else None
     if len(va) < 2 or len(vb) < 2:  # one trained model on a side: no test
-        if have_text and len(text_a) == len(text_b) == 1:
-            low, high = _document_difference(next(iter(text_a.values())), next(iter(text_b.values())))
-            return Comparison(difference, low, high, "bootstrap over documents (text only)", None, "")
-        return Comparison(difference, None, None, "", None, "")
-    test = stats.ttest_rel(va, vb) if paired else stats.ttest_ind(va, vb, equal_var=False)
-    name = f"paired t-test over {len(seeds)} seeds" if paired else f"Welch t-test, {len(va)} and {len(vb)} seeds"
-    if have_text:
-        keys_a, keys_b = (seeds, seeds) if paired else (sorted(text_a), sorted(text_b))
-        low, high = _two_level(np.stack([text_a[s].bits for s in keys_a]), np.stack([text_b[s].bits for s in keys_b]),
-                               text_a[keys_a[0]].bytes, paired)
-        return Comparison(difference, low, high, "bootstrap over seeds, then documents", float(test.pvalue), name)
-    interval = test.confidence_interval(CONFIDENCE)
-    return Comparison(difference, float(interval.low), float(interval.high), "t over seeds", float(test.pvalue),
-                      name)
+        if not have_text:
+            return Comparison(difference, None, None, "", None, "")
+        low, high, _ = _document_bootstrap(bits_a, bits_b, sizes)
+        return Comparison(difference, low, high, "bootstrap over documents (text only)", None, "")
+    seed_a, seed_b = va.var(ddof=1) / len(va), vb.var(ddof=1) / len(vb)
+    text_se = _document_bootstrap(bits_a, bits_b, sizes)[2] if have_text else 0.0
+    se = math.sqrt(seed_a + seed_b + text_se ** 2)
+    spread = seed_a ** 2 / (len(va) - 1) + seed_b ** 2 / (len(vb) - 1)
+    df = (seed_a + seed_b + text_se ** 2) ** 2 / spread if spread > 0 else math.inf  # text: known (many documents)
+    if se == 0:
+        return Comparison(difference, difference, difference, "no variation over seeds or text", None, "")
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
+    p_value = float(2 * stats.t.sf(abs(difference) / se, df))
+    how = f"Welch t over seeds (df {df:.1f})" + (" + documents (bootstrap SE)" if have_text else "")
+    return Comparison(difference, difference - half, difference + half, how, p_value,
+                      f"Welch t, {len(va)} and {len(vb)} unpaired seeds")
 
 
-def _document_difference(a: TextLosses, b: TextLosses) -> tuple[float, float]:
-    """Paired bootstrap over documents of the difference in bits per byte of two runs."""
+def _document_bootstrap(bits_a: np.ndarray, bits_b: np.ndarray, sizes: np.ndarray) -> tuple[float, float, float]:
+    """The difference of the seed means in bits per byte when the documents are resampled, the same draw for
+    both sides (``bits_*``: [seeds, documents]): its 95% percentile interval and its standard error."""
     from scipy import stats
 
-    def difference(bits_a, bits_b, sizes, axis=-1):
-        return (bits_a.sum(axis=axis) - bits_b.sum(axis=axis)) / sizes.sum(axis=axis)
+    def difference(index, axis=-1):
+        total = sizes[index].sum(axis=-1)
+        return bits_a[:, index].sum(axis=-1).mean(axis=0) / total - bits_b[:, index].sum(axis=-1).mean(axis=0) / total
 
-    result = stats.bootstrap((a.bits, b.bits, a.bytes), difference, paired=True, vectorized=True,
-                             n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+    result = stats.bootstrap((np.arange(len(sizes)),), difference, vectorized=True, n_resamples=RESAMPLES,
+                             batch=500, confidence_level=CONFIDENCE, method="percentile",
                              rng=np.random.default_rng(SEED))
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return float(result.confidence_interval.low), float(result.confidence_interval.high), float(result.standard_error)
 
 
-def _two_level(bits_a: np.ndarray, bits_b: np.ndarray, sizes: np.ndarray, paired: bool) -> tuple[float, float]:
-    """Percentile interval of the mean difference when seeds and then documents are resampled (scipy's
-    bootstrap resamples one level). ``bits_*``: [seeds, documents]; paired seeds share their draw."""
-    rng = np.random.default_rng(SEED)
-    documents = rng.integers(0, len(sizes), size=(RESAMPLES, len(sizes)))
-    seeds_a = rng.integers(0, len(bits_a), size=(RESAMPLES, len(bits_a)))
-    seeds_b = seeds_a if paired else rng.integers(0, len(bits_b), size=(RESAMPLES, len(bits_b)))
-    total = sizes[documents].sum(axis=1)
-    per_seed_a = bits_a[:, documents].sum(axis=2) / total  # [seeds, resamples]
-    per_seed_b = bits_b[:, documents].sum(axis=2) / total
-    draws = (np.take_along_axis(per_seed_a.T, seeds_a, axis=1).mean(axis=1)
-             - np.take_along_axis(per_seed_b.T, seeds_b, axis=1).mean(axis=1))
-    tail = (1 - CONFIDENCE) / 2 * 100
-    return float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))
+def seeds_needed(seed_sd: float, effect: float = 0.01, alpha: float = 0.05, power: float = 0.8,
+                 most: int = 1000) -> int | None:
+    """Seeds per side for a two-sided two-sample t-test to detect ``effect`` bits per byte with ``power``, given
+    the seed standard deviation of one run (None beyond ``most``)."""
+    from scipy import stats
+
+    if seed_sd <= 0:
+        return 2
+    for n in range(2, most + 1):
+        df = 2 * n - 2
+        shift = effect / (seed_sd * math.sqrt(2 / n))
+        critical = stats.t.ppf(1 - alpha / 2, df)
+        if stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift) >= power:
+            return n
+    return None
 
 
 def holm(p_values: list[float | None]) -> list[float | None]:
