@@ -169,3 +169,27 @@ def test_the_power_line_pools_the_seed_spread_of_each_cell():
     pooled = ((0.01 ** 2 * 2 + np.var([1.70, 1.73, 1.71], ddof=1) * 2) / 4) ** 0.5
     assert "pooled over the 2 cell(s)" in line and f"{pooled:.4f}" in line and "seeds per tokenization" in line
     assert power_line(done[done["model"] == "sha-rnn"], ["model", "tokenizer", "seed", "match"]) is None
+
+
+def test_perplexities_over_seeds_are_the_perplexity_of_the_mean_loss():
+    import pandas as pd
+
+    from bench.study.report_tables import main_table
+
+    class Run:
+        log = []
+
+        def text_losses(self):
+            return None
+
+    values = [213_416.0, 900.0, 454_098.0]  # spread like the audit's: an arithmetic t interval went below zero
+    done = pd.DataFrame({"model": "lstm", "tokenizer": "byte", "dataset": "d", "match": "chars", "phase": "",
+                         "seed": [0, 1, 2], "run_dir": ["a", "b", "c"], "flags": "", "test_bits_per_byte": 3.0,
+                         "test_bits_per_char": 3.0, "test_word_perplexity": values,
+                         "test_word_perplexity_eos": values, "test_token_perplexity": 8.0})
+    row = main_table(done, ["model", "tokenizer", "dataset", "seed", "match"], {}, {d: Run() for d in "abc"})[0]
+    geometric = float(np.exp(np.mean(np.log(values))))
+    assert row["_test_word_perplexity"] == pytest.approx(geometric)
+    text = row["word ppl"]
+    assert text.startswith(f"{geometric:,.1f} [") and "-" not in text and "±" not in text
+    assert row["token ppl"] == "8.0000 [8.0000, 8.0000]"  # no spread over seeds

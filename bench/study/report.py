@@ -144,7 +144,8 @@ def _main_table_section(doc: Document, study: Study, floors: dict, baselines) ->
                                          "unigram floor bits/char", "below floor", "last doubling", "flags"]
     doc.heading("Main table (test split)")
     doc.table(rows, columns, "Mean over seeds ± the 95% interval over seeds (Student t): the uncertainty of "
-              "training, shown only with two or more seeds. " + (
+              "training, shown only with two or more seeds. Perplexities are the perplexity of the mean loss "
+              "(the geometric mean over seeds) with the loss's interval carried through exp [low, high]. " + (
                   f"'bits/byte, text 95%': the 95% interval over the {_documents(study)} of the test text "
                   "(bootstrap), the uncertainty of the text sample. " if text else
                   f"No interval over the text: {_no_text_interval(study)}. ") + "Rows in italics are classical "

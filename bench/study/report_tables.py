@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pandas as pd
 
 from bench.study.analysis import RunData
@@ -28,8 +29,14 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str
         row = dict(zip(keys, key))
         row["seeds"] = len(group)
         for metric, label in METRICS:
-            mean, half = seed_interval([v for v in group[metric].tolist() if not math.isnan(v)] or [math.nan])
-            row[label] = _with_ci(mean, half)
+            values = [v for v in group[metric].tolist() if not math.isnan(v)] or [math.nan]
+            if "perplexity" in metric:  # the perplexity of the mean loss, its interval from the loss's
+                mean, half = seed_interval(np.log(values))
+                row[label] = _ppl_with_ci(mean, half)
+                mean = math.exp(mean)
+            else:
+                mean, half = seed_interval(values)
+                row[label] = _with_ci(mean, half)
             row["_" + metric] = mean
         row["last doubling"] = trend_cell([last_doubling(runs[d].log) for d in group["run_dir"]])
         text = [runs[d].text_losses() for d in group["run_dir"]]
@@ -62,6 +69,17 @@ def _with_ci(mean: float, half: float | None) -> str:
     digits = 4 if abs(mean) < 100 else 1
     text = f"{mean:,.{digits}f}"
     return text + (f" ± {half:,.{digits}f}" if half is not None else "")
+
+
+def _ppl_with_ci(log_mean: float, log_half: float | None) -> str:
+    """A perplexity from the mean log perplexity (the mean loss) over seeds, with the interval of the mean loss
+    carried through exp: asymmetric, never negative."""
+    if math.isnan(log_mean):
+        return "-"
+    text = _with_ci(math.exp(log_mean), None)
+    if log_half is None:
+        return text
+    return f"{text} [{_with_ci(math.exp(log_mean - log_half), None)}, {_with_ci(math.exp(log_mean + log_half), None)}]"
 
 
 def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, RunData]) -> list[dict]:
