@@ -306,3 +306,31 @@ def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
             assert (folder / "checkpoint.pt").is_file() and "SIGINT" in row["error"]
         else:
             assert not (folder / "log.jsonl").exists()  # never started
+
+
+def test_the_attack_sentence_and_figure_never_pool_texts_or_matching_rules():
+    import pandas as pd
+
+    from bench.study import figures
+    from bench.study.report import _attack_sentence
+
+    rows = []
+    for dataset, scale in (("wikitext-2", 1.0), ("enwik8", 0.5)):
+        for match in ("chars", "tokens"):
+            for tokenizer, bpc, token_ppl in (("byte", 2.0, 4.0), ("bpe:4096", 1.8, 40.0), ("word:8192", 1.0, 9.0)):
+                rows.append(dict(model="lstm", tokenizer=tokenizer, dataset=dataset, match=match, flags="",
+                                 test_bits_per_char=bpc * scale + (match == "tokens") * 0.1,
+                                 test_token_perplexity=token_ppl * scale, test_word_perplexity=2 ** (5 * bpc),
+                                 test_n_chars=100, test_n_words=20, lossless_bool=not tokenizer.startswith("word:"),
+                                 run_dir=f"{dataset}-{match}-{tokenizer}"))
+    done = pd.DataFrame(rows)
+    text = _attack_sentence(done)
+    assert re.findall(r"\*([\w-]+, matched on \w+):\*", text) == [
+        "enwik8, matched on chars", "enwik8, matched on tokens", "wikitext-2, matched on chars",
+        "wikitext-2, matched on tokens"]
+    assert "x10)" in text and "x20)" not in text  # 4 to 40 within each group; 2 to 40 only if pooled
+    assert "word:8192" not in text  # the lossy run is never a winner
+    fig = figures.attack_figure(done, {"enwik8": [("gzip -9", 1.5)]})
+    assert len(fig.axes) == 8 and sum("enwik8" in ax.get_title() for ax in fig.axes) == 4
+    lines = [ax for ax in fig.axes if any(line.get_linestyle() == ":" for line in ax.get_lines())]
+    assert all("enwik8" in ax.get_title() for ax in lines) and len(lines) == 4

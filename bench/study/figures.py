@@ -78,40 +78,47 @@ def _scatter(ax, df: pd.DataFrame, x: str, y: str, colors: dict) -> None:
 
 
 def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, float]]] | None = None) -> Figure:
-    """Per-token perplexity against bits per character: the tokenization attack; ``compressor_lines`` (dataset ->
-    (label, bits per character)) are drawn as dotted vertical lines on both panels."""
+    """Per-token perplexity against bits per character: the tokenization attack, one row of two panels per text
+    and matching rule (never pooled); ``compressor_lines`` (dataset -> (label, bits per character)) are drawn
+    as dotted vertical lines on that dataset's panels."""
+    groups = list(df.groupby(["dataset", "match"], sort=True, dropna=False)) or [(("", ""), df)]
+    fig, axes = plt.subplots(len(groups), 2, figsize=(10, 4.2 * len(groups)), squeeze=False)
+    colors = tokenizer_colors(list(df["tokenizer"].unique()))
+    for (left, right), ((dataset, match), group) in zip(axes, groups):
+        where = f"{dataset}, matched on {match}: " if len(groups) > 1 else ""
+        _attack_panels(left, right, group, colors, (compressor_lines or {}).get(dataset, []), dataset, where)
+    fig.suptitle("The tokenization attack: the same models ranked by per-token and by per-word perplexity "
+                 "(hollow: lossy tokenization, not comparable)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _attack_panels(left, right, df: pd.DataFrame, colors: dict, lines: list[tuple[str, float]], dataset: str,
+                   where: str) -> None:
     from matplotlib.lines import Line2D
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
     extra = []
-    for i, (dataset, lines) in enumerate((compressor_lines or {}).items()):
-        for (label, bits_per_char), style in zip(lines, (":", "-.")):
-            for ax in (left, right):
-                ax.axvline(bits_per_char, color=f"C{7 + i}", ls=style, lw=1.0)
-            extra.append(Line2D([], [], color=f"C{7 + i}", ls=style, lw=1.0, label=f"{dataset}: {label}"))
-    colors = tokenizer_colors(list(df["tokenizer"].unique()))
+    for (label, bits_per_char), style in zip(lines, (":", "-.")):
+        for ax in (left, right):
+            ax.axvline(bits_per_char, color="C7", ls=style, lw=1.0)
+        extra.append(Line2D([], [], color="C7", ls=style, lw=1.0, label=f"{dataset}: {label}"))
     _scatter(left, df, "test_bits_per_char", "test_token_perplexity", colors)
     _log_axis(left)
     left.set_xlabel("test bits per character (lower is better)")
     left.set_ylabel("test per-token perplexity (log scale)")
-    left.set_title("Per-token perplexity depends on the tokenizer")
+    left.set_title(where + "per-token perplexity depends on the tokenizer", fontsize=9)
     _legend(left, df, colors, extra)
     _scatter(right, df, "test_bits_per_char", "test_word_perplexity", colors)
     _log_axis(right)
     right.set_xlabel("test bits per character (lower is better)")
     right.set_ylabel("test word perplexity (log scale)")
-    right.set_title("Normalized per word, the same ranking as bits/char")
+    right.set_title(where + "normalized per word, the ranking of bits/char", fontsize=9)
     # On one text, word perplexity is a fixed function of bits per character.
-    for dataset, group in df.groupby("dataset"):
-        chars_per_word = float((group["test_n_chars"] / group["test_n_words"]).iloc[0])
-        xs = np.linspace(group["test_bits_per_char"].min() * 0.97, group["test_bits_per_char"].max() * 1.03, 50)
-        right.plot(xs, 2 ** (xs * chars_per_word), color="0.6", lw=0.8, ls="--",
-                   label=f"{dataset}: 2^(bpc x {chars_per_word:.2f} chars/word)")
+    chars_per_word = float((df["test_n_chars"] / df["test_n_words"]).iloc[0])
+    xs = np.linspace(df["test_bits_per_char"].min() * 0.97, df["test_bits_per_char"].max() * 1.03, 50)
+    right.plot(xs, 2 ** (xs * chars_per_word), color="0.6", lw=0.8, ls="--",
+               label=f"{dataset}: 2^(bpc x {chars_per_word:.2f} chars/word)")
     right.legend(fontsize=7, frameon=False, loc="upper left")
-    fig.suptitle("The tokenization attack: the same models ranked by per-token and by per-word perplexity "
-                 "(hollow: lossy tokenization, not comparable)", fontsize=10)
-    fig.tight_layout()
-    return fig
 
 
 def vocab_sweep_figure(df: pd.DataFrame) -> Figure:

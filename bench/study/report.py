@@ -322,9 +322,17 @@ def _summary(doc: Document, study: Study) -> None:
 
 
 def _attack_sentence(done: pd.DataFrame) -> str:
-    ok = done[done["lossless_bool"]]  # runs of one study share their data; lossy tokenizations never compare
-    if len(ok) < 2:
+    """The attack in numbers, one sentence per text and matching rule: runs of different texts or rules never
+    share a range or a winner."""
+    ok = done[done["lossless_bool"]]  # lossy tokenizations never compare
+    groups = [(key, group) for key, group in ok.groupby(["dataset", "match"], sort=True) if len(group) >= 2]
+    if not groups:
         return "Too few runs with a lossless tokenization to quantify the effect."
+    return " ".join((f"*{dataset}, matched on {match}:* " if len(groups) > 1 else "") + _attack_numbers(group)
+                    for (dataset, match), group in groups)
+
+
+def _attack_numbers(ok: pd.DataFrame) -> str:
     lo, hi = ok["test_token_perplexity"].min(), ok["test_token_perplexity"].max()
     bpc_lo, bpc_hi = ok["test_bits_per_char"].min(), ok["test_bits_per_char"].max()
     best_bpc = ok.loc[ok["test_bits_per_char"].idxmin()]
