@@ -88,3 +88,16 @@ def test_eval_marginal_on_a_trained_model(tmp_path_factory, make_toy_corpus, cli
     assert report["marginal_bits_per_byte"] <= report["canonical_bits_per_byte"] and report["marginal_se"] >= 0
     assert json.loads((root / "sp-unigram:300" / "marginal.test.json").read_text()) == report
     one_line_error(cli("eval", str(root / "word-open:50"), "--marginal", "8"), "cannot be enumerated")
+
+
+def test_the_report_shows_the_main_table_number_beside_the_canonical_score_of_the_lines():
+    from types import SimpleNamespace
+
+    from bench.study.report_tables import marginal_rows
+
+    estimate = {"lines": 40, "draws_per_line": 8, "canonical_bits_per_byte": 4.756, "marginal_bits_per_byte": 4.75,
+                "marginal_se": 0.001, "relative_gap": 0.0013}
+    run = SimpleNamespace(row={"model": "lstm", "tokenizer": "bpe:64", "seed": 0, "test_bits_per_byte": 5.848},
+                          marginal=lambda split: estimate)
+    row = marginal_rows({"r": run})[0]
+    assert row["main table bits/byte"] == 5.848 and row["canonical, these lines"] == 4.756

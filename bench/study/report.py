@@ -26,8 +26,8 @@ from bench.study.document import Document
 from bench.study.figures import tokenizer_order
 from bench.study.flags import flag_legend, run_flags
 from bench.study.pretrained import PRETRAINED
-from bench.study.report_tables import (closed_vocabulary_rows, main_table, matching_rows, paired_rows, power_line,
-                                       pretrained_rows)
+from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
+                                       power_line, pretrained_rows)
 from bench.study.runs_table import read_runs_table
 
 @dataclass
@@ -287,12 +287,7 @@ def _paired_section(doc: Document, study: Study) -> None:
 
 def _marginal_section(doc: Document, study: Study) -> None:
     doc.heading("Beyond the canonical segmentation")
-    rows = [{"model": run.row["model"], "tokenizer": run.row["tokenizer"], "seed": run.row["seed"],
-             "lines": m["lines"], "draws per line": m["draws_per_line"],
-             "canonical bits/byte": round(m["canonical_bits_per_byte"], 5),
-             "marginal bits/byte": f"{m['marginal_bits_per_byte']:.5f} ± {m['marginal_se']:.5f}",
-             "gap": f"{100 * m['relative_gap']:.3f}%"}
-            for run in study.runs.values() if (m := run.marginal("test"))]
+    rows = marginal_rows(study.runs)
     if not rows:
         doc.para("No run has an estimate of the likelihood over all segmentations (`bench eval RUN --marginal K` "
                  "makes one, for byte, BPE and sentencepiece schemes).")
@@ -301,7 +296,9 @@ def _marginal_section(doc: Document, study: Study) -> None:
               "lattice against that of the canonical segmentation alone. The canonical probability is exact and "
               "the rest is importance-sampled, so the marginal is never worse; the log of a sampled mean "
               "underestimates in expectation, so the gap shown is, in expectation, a lower bound (± one Monte "
-              "Carlo standard error).")
+              "Carlo standard error). 'canonical, these lines' scores the chosen lines as one stream, each line "
+              "from its start, so it differs from the main table's number (the whole split, the run's own "
+              "evaluation layout), shown beside it.")
 
 
 def _save(fig, out: Path, name: str) -> tuple[str, bytes]:

@@ -162,3 +162,14 @@ def matching_rows(done: pd.DataFrame) -> list[dict]:
                 row[f"rank (equal {rule})"] = int(pivot[rule].rank().loc[tokenizer])
             rows.append(row)
     return rows
+
+
+def marginal_rows(runs: dict[str, RunData]) -> list[dict]:
+    """The likelihood over all segmentations of each run that has one, beside the main table's number."""
+    return [{"model": run.row["model"], "tokenizer": run.row["tokenizer"], "seed": run.row["seed"],
+             "lines": m["lines"], "draws per line": m["draws_per_line"],
+             "main table bits/byte": round(float(run.row["test_bits_per_byte"]), 5),
+             "canonical, these lines": round(m["canonical_bits_per_byte"], 5),
+             "marginal, these lines": f"{m['marginal_bits_per_byte']:.5f} ± {m['marginal_se']:.5f}",
+             "gap": f"{100 * m['relative_gap']:.3f}%"}
+            for run in runs.values() if (m := run.marginal("test"))]
