@@ -206,3 +206,17 @@ def test_char_lengths_count_each_character_once(trained, corpus_text, scheme, ad
     for k in (1, 5, len(ids) // 3, len(ids) - 1):  # the characters the first k tokens begin
         end = tok.byte_lengths(ids[:k]).sum()
         assert lengths[:k].sum() == sum(start < end for start in starts)
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_a_character_budget_counts_the_original_text(trained, corpus_text, scheme, adversarial_texts):
+    """Equal characters means characters of the source text for every scheme: a closed vocabulary's <unk>
+    covers the word it replaced (the demo's word:8192 cell read 313,764 characters for a 300,000 budget)."""
+    tok = trained[scheme]
+    text = corpus_text[:2000] + " Pneumonoultramicroscopic <unk> zzzzqqqq " + "".join(adversarial_texts)
+    ids = tok.encode(text)
+    lengths = tok.source_char_lengths(text, ids)
+    assert lengths.sum() == len(text) and (lengths >= 0).all()
+    if not tok.lossless_scheme:
+        unk = np.flatnonzero(np.asarray(ids) == tok.unk_id)
+        assert len(unk) >= 2 and lengths[unk].max() >= len("Pneumonoultramicroscopic")

@@ -198,6 +198,11 @@ class Tokenizer(ABC):
         begun = np.concatenate([[0], np.cumsum(begins)])  # begun[k]: characters begun before byte k
         return begun[ends] - begun[np.concatenate([[0], ends[:-1]])]
 
+    def source_char_lengths(self, text: str, ids: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Characters of the original ``text`` (``ids`` = its encoding) each token covers, for a character
+        budget: :meth:`char_lengths` of a lossless scheme; a lossy one counts what a token replaced."""
+        return self.char_lengths(ids)
+
     def pieces_text(self, ids: Sequence[int] | np.ndarray) -> str:
         """The text the tokens' own bytes spell (``byte_lengths`` of each): ``decode`` unless a decoder adds or
         removes text between tokens (some pretrained tokenizers do)."""

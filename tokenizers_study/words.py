@@ -224,6 +224,14 @@ class WordTokenizer(_WordTokenizer):
     def _encode_unknown(self, word: str, out: list[int]) -> None:
         out.append(1)
 
+    def source_char_lengths(self, text: str, ids) -> np.ndarray:
+        """An <unk> covers the word it replaced, not the five characters of "<unk>"."""
+        ids = np.asarray(ids, dtype=np.int64)
+        lengths = self.char_lengths(ids)
+        replaced = [len(w) for w in text.split() if self.word_ids.get(w, 1) == 1]  # in order, one <unk> each
+        lengths[ids == 1] += np.asarray(replaced, dtype=np.int64) - len(UNK)
+        return lengths
+
     def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
         """Whitespace is always kept; what is lost is every word outside the vocabulary."""
         lost = [w for w in text.split() if w not in self.word_ids]

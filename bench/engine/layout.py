@@ -31,7 +31,7 @@ class PreparedCorpus:
     facts: DataFacts
     counts: dict[str, dict[str, int]]  # per split: n_bytes, n_chars, n_words, n_lines
     lossless: dict[str, bool]  # per scored split: whether the tokenizer gives it back exactly
-    train_chars: np.ndarray  # characters each train token begins (what a character budget counts)
+    train_chars: np.ndarray  # characters of the train text each token covers (what a character budget counts)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -57,9 +57,11 @@ def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: Da
     for split in SPLITS:
         text = encoded.splits[split].read_text()
         counts[split] = text_counts(text)
-        if split != "train":
-            lossless[split] = encoded.tokenizer.loss_report(text, np.asarray(encoded.ids[split])).lossless
-    train_chars = encoded.tokenizer.char_lengths(np.asarray(encoded.ids["train"])).astype(np.int32)
+        ids = np.asarray(encoded.ids[split])
+        if split == "train":
+            train_chars = encoded.tokenizer.source_char_lengths(text, ids).astype(np.int32)
+        else:
+            lossless[split] = encoded.tokenizer.loss_report(text, ids).lossless
     return PreparedCorpus(encoded, facts, counts, lossless, train_chars)
 
 
