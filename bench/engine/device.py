@@ -53,9 +53,9 @@ def default_threads(jobs: int = 1) -> int:
     return max(1, (cores - min(busy, cores)) // max(1, jobs))
 
 
-def use_threads(threads: int | None, jobs: int = 1) -> int:
-    """Set torch's CPU threads (``None``: :func:`default_threads`) and return the number."""
-    chosen = threads or default_threads(jobs)
+def use_threads(threads: int | None) -> int:
+    """Set torch's CPU threads (``None``: :func:`default_threads` of one run) and return the number."""
+    chosen = threads or default_threads()
     torch.set_num_threads(chosen)
     return chosen
 

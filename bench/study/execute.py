@@ -140,9 +140,9 @@ def _cpu_threads(jobs: int, threads: int | None) -> int | None:
 
     if threads is None and _cuda_device_count():
         return None
-    chosen = threads or default_threads(jobs)
-    if jobs * chosen > available_cores():
-        print(f"warning: {jobs} runs x {chosen} threads is more than this machine's {available_cores()} cores; "
+    chosen, cores = threads or default_threads(jobs), available_cores()
+    if jobs * chosen > cores:
+        print(f"warning: {jobs} runs x {chosen} threads is more than this machine's {cores} cores; "
               f"every step will wait for a busy core (lower --jobs or --threads)", file=sys.stderr)
     return chosen
 
