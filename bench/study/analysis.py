@@ -102,6 +102,32 @@ def unigram_floor(run: RunData) -> dict:
     return normalize_counts(total, len(test_ids), **text_counts(test_text))
 
 
+def token_analyses(done, runs: dict[str, RunData]) -> tuple[dict, dict, dict]:
+    """From the runs' artefacts: unigram floors per (dataset, tokenizer), how word loss spreads over pieces
+    per text and matching rule and "model tokenizer", and the share of loss on <unk> per run folder."""
+    floors = {}
+    for (dataset, tokenizer), group in done.groupby(["dataset", "tokenizer"]):
+        floors[(dataset, tokenizer)] = unigram_floor(runs[group["run_dir"].iloc[0]])
+    profiles, unk = {}, {}  # (dataset, match) -> {"model tokenizer": profile}; run folder -> <unk> share
+    for (model, tokenizer, dataset, match), group in done.groupby(["model", "tokenizer", "dataset", "match"]):
+        profiled = False
+        for run_dir in group.sort_values("seed")["run_dir"]:
+            run, nll = runs[run_dir], runs[run_dir].token_nll("test")
+            if nll is None or (profiled and run.tokenizer.unk_id is None):
+                continue
+            ids = run.ids("test")
+            if len(ids) != len(nll):
+                continue
+            if not profiled:  # the first seed's
+                profiles.setdefault((dataset, match), {})[f"{model} {tokenizer}"] = piece_profile(
+                    run.tokenizer, ids, nll)
+                profiled = True
+            share = unk_share(run.tokenizer, ids, nll)
+            if share is not None:
+                unk[run_dir] = share
+    return floors, profiles, unk
+
+
 # --------------------------------------------------------------------------------------- words and pieces
 
 

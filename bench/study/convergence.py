@@ -20,7 +20,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 IMPROVING = 0.01  # bits per byte gained over the last doubling of training characters
-LINES = ("-", "--", "-.", ":")  # one line style per (dataset, matching rule) of a study
 
 
 @dataclass(frozen=True)
@@ -99,46 +98,52 @@ def crossovers(curves: dict[str, list[tuple[float, float]]]) -> list[float]:
 
 
 def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]]) -> Figure:
-    """Per model (columns): validation bits per byte of each tokenization against training characters (top) and
-    FLOPs (bottom), one thin line per seed; dotted verticals where the ranking of the seed-mean curves of one
-    dataset and matching rule changes (never ranked across datasets or rules, nor with closed vocabularies)."""
+    """Per model (columns): validation bits per byte of each tokenization against training characters and FLOPs
+    (a pair of rows per text and matching rule, never drawn or ranked together), one thin line per seed; dotted
+    verticals where the ranking of the seed-mean curves changes (closed vocabularies are not ranked)."""
     import matplotlib.pyplot as plt
 
-    from bench.study.figures import MARKERS, _placeholder, tokenizer_colors, tokenizer_order
+    from bench.study.figures import MARKERS, _placeholder, group_title, text_groups, tokenizer_colors
 
     models = sorted(done["model"].unique())
-    fig, axes = plt.subplots(2, len(models), figsize=(4.2 * len(models), 6.4), squeeze=False)
+    groups = text_groups(done)
+    fig, axes = plt.subplots(2 * len(groups), len(models), figsize=(4.2 * len(models), 3.2 * 2 * len(groups)),
+                             squeeze=False)
     colors = tokenizer_colors(list(done["tokenizer"].unique()))
-    split = set(zip(done["dataset"], done["match"]))
-    for col, model in enumerate(models):
-        runs = done[done["model"] == model]
-        for ax, x in zip(axes[:, col], ("train_chars", "train_flops")):
-            for (dataset, match), cell in runs.groupby(["dataset", "match"]):  # rankings never pool these
-                means = {}
-                for tokenizer, group in sorted(cell.groupby("tokenizer"), key=lambda kv: tokenizer_order(kv[0])):
-                    curves = [validations(logs[d], x) for d in group["run_dir"]]
-                    label = tokenizer + (f" ({dataset}, {match})" if len(split) > 1 else "")
-                    for points in curves:
-                        if points:
-                            ax.plot(*zip(*points), color=colors[tokenizer], lw=0.9, marker=MARKERS.get(model, "D"),
-                                    ms=2.5, ls=LINES[sorted(split).index((dataset, match)) % len(LINES)],
-                                    label=label if points is curves[0] else None)
-                    if group["lossless_bool"].all():  # a closed vocabulary is not ranked with the rest
-                        means[tokenizer] = _mean_curve([c for c in curves if len(c) >= 2])
-                for change in crossovers({k: v for k, v in means.items() if v}):
-                    ax.axvline(change, color="0.4", ls=":", lw=0.9)
-            if not ax.lines:
-                _placeholder(fig, ax, f"{model}: no validation logged")
-                continue
-            _compact_log_axis(ax)
-            ax.set_xlabel("training characters (log)" if x == "train_chars" else "training FLOPs (log)")
-            ax.set_ylabel("validation bits per byte")
-            ax.set_title(model, fontsize=9)
-            ax.legend(fontsize=6.5, frameon=False)
+    for g, (key, cell) in enumerate(groups):
+        for col, model in enumerate(models):
+            runs = cell[cell["model"] == model]
+            for ax, x in zip(axes[2 * g:2 * g + 2, col], ("train_chars", "train_flops")):
+                _ranking_panel(ax, runs, logs, x, colors, MARKERS.get(model, "D"))
+                if not ax.lines:
+                    _placeholder(fig, ax, f"{group_title(key, len(groups))}{model}: no validation logged")
+                    continue
+                _compact_log_axis(ax)
+                ax.set_xlabel("training characters (log)" if x == "train_chars" else "training FLOPs (log)")
+                ax.set_ylabel("validation bits per byte")
+                ax.set_title(group_title(key, len(groups)) + model, fontsize=9)
+                ax.legend(fontsize=6.5, frameon=False)
     fig.suptitle("Does the verdict depend on the budget? Each model's tokenizations against training characters "
-                 "(top) and FLOPs (bottom); dotted: the ranking changes", fontsize=9.5)
+                 "and FLOPs; dotted: the ranking changes", fontsize=9.5)
     fig.tight_layout()
     return fig
+
+
+def _ranking_panel(ax, runs: pd.DataFrame, logs: dict[str, list[dict]], x: str, colors: dict, marker: str) -> None:
+    """One model's runs on one text and matching rule: a line per seed, dotted verticals at ranking changes."""
+    from bench.study.figures import tokenizer_order
+
+    means = {}
+    for tokenizer, group in sorted(runs.groupby("tokenizer"), key=lambda kv: tokenizer_order(kv[0])):
+        curves = [validations(logs[d], x) for d in group["run_dir"]]
+        for points in curves:
+            if points:
+                ax.plot(*zip(*points), color=colors[tokenizer], lw=0.9, marker=marker, ms=2.5,
+                        label=tokenizer if points is curves[0] else None)
+        if group["lossless_bool"].all():  # a closed vocabulary is not ranked with the rest
+            means[tokenizer] = _mean_curve([c for c in curves if len(c) >= 2])
+    for change in crossovers({k: v for k, v in means.items() if v}):
+        ax.axvline(change, color="0.4", ls=":", lw=0.9)
 
 
 def _compact_log_axis(ax) -> None:

@@ -55,6 +55,17 @@ def _placeholder(fig: Figure, ax, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=10, transform=ax.transAxes)
 
 
+def text_groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """The runs of each text and matching rule, (dataset, match) -> rows: every figure draws each group on its
+    own axes, so that nothing is ranked, averaged or drawn across texts or rules."""
+    return list(df.groupby(["dataset", "match"], sort=True, dropna=False)) or [(("", ""), df)]
+
+
+def group_title(key: tuple[str, str], groups: int) -> str:
+    """'wikitext-2, matched on chars: ' when a figure has several groups, else nothing."""
+    return f"{key[0]}, matched on {key[1]}: " if groups > 1 else ""
+
+
 def _flags_of(df: pd.DataFrame, tokenizer: str) -> str:
     flags = "".join(sorted(set("".join(df.loc[df["tokenizer"] == tokenizer, "flags"]))))
     return f" {flags}" if flags else ""
@@ -81,12 +92,12 @@ def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, 
     """Per-token perplexity against bits per character: the tokenization attack, one row of two panels per text
     and matching rule (never pooled); ``compressor_lines`` (dataset -> (label, bits per character)) are drawn
     as dotted vertical lines on that dataset's panels."""
-    groups = list(df.groupby(["dataset", "match"], sort=True, dropna=False)) or [(("", ""), df)]
+    groups = text_groups(df)
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 4.2 * len(groups)), squeeze=False)
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
-    for (left, right), ((dataset, match), group) in zip(axes, groups):
-        where = f"{dataset}, matched on {match}: " if len(groups) > 1 else ""
-        _attack_panels(left, right, group, colors, (compressor_lines or {}).get(dataset, []), dataset, where)
+    for (left, right), (key, group) in zip(axes, groups):
+        _attack_panels(left, right, group, colors, (compressor_lines or {}).get(key[0], []), key[0],
+                       group_title(key, len(groups)))
     fig.suptitle("The tokenization attack: the same models ranked by per-token and by per-word perplexity "
                  "(hollow: lossy tokenization, not comparable)", fontsize=10)
     fig.tight_layout()
@@ -122,7 +133,8 @@ def _attack_panels(left, right, df: pd.DataFrame, colors: dict, lines: list[tupl
 
 
 def vocab_sweep_figure(df: pd.DataFrame) -> Figure:
-    """Bits per character and per-token perplexity against the subword vocabulary size."""
+    """Bits per character and per-token perplexity against the subword vocabulary size: one row of panels per
+    text and matching rule."""
     sizes = df[df["tokenizer"].str.contains(r"^(?:bpe|sp-bpe|sp-unigram):", regex=True)].copy()
     if not sizes.empty and (df["tokenizer"] == "byte").any():
         # Bytes are byte-level BPE with no merges: the sweep's 256 point.
@@ -135,138 +147,137 @@ def vocab_sweep_figure(df: pd.DataFrame) -> Figure:
                   f"{r.test_token_perplexity:,.1f}" for r in sizes.itertuples()]
         _placeholder(fig, ax, "\n".join(lines))
         return fig
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     sizes["family"] = sizes["tokenizer"].str.split(":").str[0]
     sizes["size"] = sizes["tokenizer"].str.split(":").str[1].astype(int)
-    styles = {"chars": "-", "tokens": "--", "steps": ":", "flops": "-."}
-    # Means over seeds only: runs matched under different rules are drawn apart, never pooled.
-    for (model, family, rule), group in sizes.groupby(["model", "family", "match"]):
-        g = group.groupby("size")[["test_bits_per_char", "test_token_perplexity"]].mean().sort_index()
-        label = f"{model} {family} (equal {rule})"
-        left.plot(g.index, g["test_bits_per_char"], marker=MARKERS.get(model, "D"), ls=styles.get(rule, "-"),
-                  label=label)
-        right.plot(g.index, g["test_token_perplexity"], marker=MARKERS.get(model, "D"), ls=styles.get(rule, "-"),
-                   label=label)
-    for ax in (left, right):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("vocabulary size")
-    left.set_ylabel("test bits per character")
-    right.set_ylabel("test per-token perplexity (log)")
-    _log_axis(right)
-    left.set_title("Comparable: bits per character")
-    right.set_title("Not comparable: per-token perplexity grows with the vocabulary")
-    left.legend(fontsize=7, frameon=False)
+    groups = text_groups(sizes)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(10, 3.8 * len(groups)), squeeze=False)
+    for (left, right), (key, group) in zip(axes, groups):
+        for (model, family), cell in group.groupby(["model", "family"]):  # the mean over seeds only
+            g = cell.groupby("size")[["test_bits_per_char", "test_token_perplexity"]].mean().sort_index()
+            for ax, column in ((left, "test_bits_per_char"), (right, "test_token_perplexity")):
+                ax.plot(g.index, g[column], marker=MARKERS.get(model, "D"), label=f"{model} {family}")
+        for ax in (left, right):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("vocabulary size")
+        left.set_ylabel("test bits per character")
+        right.set_ylabel("test per-token perplexity (log)")
+        _log_axis(right)
+        where = group_title(key, len(groups))
+        left.set_title(where + "comparable: bits per character", fontsize=9)
+        right.set_title(where + "not comparable: per-token perplexity", fontsize=9)
+        left.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
 
 
-def teacher_forcing_figure(profiles: dict[str, dict]) -> Figure:
-    """How a word's loss is spread over its pieces (left) and loss by position within the word (right)."""
+def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[str, dict]]) -> Figure:
+    """How a word's loss is spread over its pieces (left) and loss by position within the word (right): a row
+    per text and matching rule, ``profiles``: (dataset, match) -> "model tokenizer" -> profile."""
     if not profiles:
         fig, ax = plt.subplots(figsize=(10, 2.5))
         _placeholder(fig, ax, "No per-token losses were dumped (set dump_token_losses = true in the config).")
         return fig
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.6))
-    labels = sorted(profiles, key=lambda k: tokenizer_order(k.split(" ")[-1]))
-    for label in labels:
-        pieces = profiles[label]["pieces"]
-        multi = [p for p in pieces]
-        if multi:
-            xs = [p["pieces"] for p in multi]
-            left.plot(xs, [p["first_piece_share"] for p in multi], marker="o", label=label)
-        positions = profiles[label]["positions"]
-        if len(positions) > 1:
-            right.plot([p["position"] for p in positions], [p["mean_bits"] for p in positions], marker=".",
-                       label=label)
-    left.set_xlabel("pieces in the word (last point: that many or more)")
-    left.set_ylabel("mean share of the word's loss on its first piece")
-    left.set_ylim(0, 1.05)
-    left.set_title("Teacher forcing inside words: the first piece carries the surprise")
-    right.set_xlabel("piece position within the word (bytes/characters for byte/char models)")
-    right.set_ylabel("mean loss of the piece (bits)")
-    right.set_title("Loss by position within the word")
-    handles, names = left.get_legend_handles_labels()
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.legend(handles, names, loc="lower center", ncol=min(5, len(names)), fontsize=7, frameon=False)
+    keys = sorted(profiles)
+    fig, axes = plt.subplots(len(keys), 2, figsize=(10, 4.6 * len(keys)), squeeze=False)
+    for (left, right), key in zip(axes, keys):
+        group = profiles[key]
+        for label in sorted(group, key=lambda k: tokenizer_order(k.split(" ")[-1])):
+            pieces = group[label]["pieces"]
+            if pieces:
+                left.plot([p["pieces"] for p in pieces], [p["first_piece_share"] for p in pieces], marker="o",
+                          label=label)
+            positions = group[label]["positions"]
+            if len(positions) > 1:
+                right.plot([p["position"] for p in positions], [p["mean_bits"] for p in positions], marker=".",
+                           label=label)
+        where = group_title(key, len(keys))
+        left.set_xlabel("pieces in the word (last point: that many or more)")
+        left.set_ylabel("mean share of the word's loss on its first piece")
+        left.set_ylim(0, 1.05)
+        left.set_title(where + "share of the word's loss on its first piece", fontsize=9)
+        right.set_xlabel("piece position within the word (bytes/characters for byte/char models)")
+        right.set_ylabel("mean loss of the piece (bits)")
+        right.set_title(where + "loss by position within the word", fontsize=9)
+        left.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
     return fig
 
 
 def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
-    """Word perplexity of closed-vocabulary word models beside open-vocabulary models on the same text."""
-    fig, ax = plt.subplots(figsize=(10, 3.8))
+    """Word perplexity of closed-vocabulary word models beside open-vocabulary models on the same text: one
+    panel per dataset, each on its closed runs' matching rule."""
     closed = df[df["tokenizer"].str.startswith("word:")]
     if closed.empty:
+        fig, ax = plt.subplots(figsize=(10, 3.8))
         _placeholder(fig, ax, "This matrix has no closed-vocabulary (word:N) run.")
         return fig
+    keys = sorted({(r.dataset, r.match) for r in closed.itertuples()})
+    fig, axes = plt.subplots(len(keys), 1, figsize=(10, 3.8 * len(keys)), squeeze=False)
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
-    rule = closed["match"].mode().iloc[0]  # compare on the closed runs' matching rule
-    data = df[df["match"] == rule].sort_values(
-        ["model", "tokenizer"], key=lambda s: s.map(tokenizer_order) if s.name == "tokenizer" else s)
-    xs = np.arange(len(data))
-    for x, (_, r) in zip(xs, data.iterrows()):
-        is_closed = r["tokenizer"].startswith("word:")
-        ax.bar(x, r["test_word_perplexity"], color=colors[r["tokenizer"]], hatch="//" if is_closed else None,
-               edgecolor="black" if is_closed else colors[r["tokenizer"]], alpha=0.85)
-        note = ""
-        if is_closed and r["run_dir"] in unk:
-            note = f"<unk>: {100 * unk[r['run_dir']]['unk_nll_share']:.0f}% of NLL\nNOT comparable"
-        ax.text(x, r["test_word_perplexity"], f"{r['test_word_perplexity']:,.0f}\n{note}", ha="center",
-                va="bottom", fontsize=6.5)
-    ax.set_xticks(xs, [f"{r.model}\n{r.tokenizer}" for r in data.itertuples()], fontsize=7)
-    _log_axis(ax)
-    ax.margins(y=0.25)
-    ax.set_ylabel("test word perplexity (log)")
-    ax.set_title(f"Closed vocabularies look better than they are: hatched bars predict <unk> instead of the word "
-                 f"(runs matched on equal {rule})")
+    for ax, key in zip(axes[:, 0], keys):
+        data = df[(df["dataset"] == key[0]) & (df["match"] == key[1])].sort_values(
+            ["model", "tokenizer", "seed"], key=lambda s: s.map(tokenizer_order) if s.name == "tokenizer" else s)
+        xs = np.arange(len(data))
+        for x, (_, r) in zip(xs, data.iterrows()):
+            is_closed = r["tokenizer"].startswith("word:")
+            ax.bar(x, r["test_word_perplexity"], color=colors[r["tokenizer"]], hatch="//" if is_closed else None,
+                   edgecolor="black" if is_closed else colors[r["tokenizer"]], alpha=0.85)
+            note = ""
+            if is_closed and r["run_dir"] in unk:
+                note = f"<unk>: {100 * unk[r['run_dir']]['unk_nll_share']:.0f}% of NLL\nNOT comparable"
+            ax.text(x, r["test_word_perplexity"], f"{r['test_word_perplexity']:,.0f}\n{note}", ha="center",
+                    va="bottom", fontsize=6.5)
+        seeds = data["seed"].nunique() > 1
+        ax.set_xticks(xs, [f"{r.model}\n{r.tokenizer}" + (f"\ns{r.seed}" if seeds else "")
+                           for r in data.itertuples()], fontsize=7)
+        _log_axis(ax)
+        ax.margins(y=0.25)
+        ax.set_ylabel("test word perplexity (log)")
+        ax.set_title(f"{key[0]}, matched on {key[1]}: closed vocabularies look better than they are (hatched: "
+                     "predicts <unk> instead of the word)", fontsize=9)
     fig.tight_layout()
     return fig
 
 
 def learning_curves_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
-    """Validation bits per character against training characters seen."""
-    fig, ax = plt.subplots(figsize=(11, 4.2))
-    points = [(row, [e for e in log if "valid_bits_per_char" in e]) for row, log in curves]
-    points = [(row, log) for row, log in points if log]
-    if not points:
-        _placeholder(fig, ax, "No validation was logged.")
-        return fig
-    colors = tokenizer_colors(list({row["tokenizer"] for row, _ in points}))
-    styles = {"chars": "-", "tokens": "--", "steps": ":"}
-    for row, log in points:
-        ax.plot([e["train_chars"] for e in log], [e["valid_bits_per_char"] for e in log],
-                color=colors[row["tokenizer"]], ls=styles.get(row["match"], "-"),
-                marker=MARKERS.get(row["model"], "D"), ms=3, lw=1,
-                label=f"{row['model']} {row['tokenizer']} ({row['match']})" + (f" {row['flags']}" if row["flags"]
-                                                                                else ""))
-    _log_axis(ax, "x")
-    ax.set_xlabel("training characters seen (log)")
-    ax.set_ylabel("validation bits per character")
-    ax.set_title("Learning curves (validation on the same first characters of valid for every tokenization)")
-    ax.legend(fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    return fig
+    """Validation bits per character against training characters seen: one panel per text and matching rule."""
+    return _curves_figure(curves, "train_chars", "valid_bits_per_char", "training characters seen (log)",
+                          "validation bits per character", "Learning curves (validation on the same first "
+                          "characters of valid for every tokenization)", "No validation was logged.")
 
 
 def compute_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
-    """Validation bits per byte against training FLOPs: one curve per run."""
-    fig, ax = plt.subplots(figsize=(11, 4.2))
-    points = [(row, [e for e in log if "valid_bits_per_byte" in e and "train_flops" in e]) for row, log in curves]
+    """Validation bits per byte against training FLOPs: one curve per run, one panel per text and matching rule."""
+    return _curves_figure(curves, "train_flops", "valid_bits_per_byte",
+                          "training FLOPs (log): the model's FLOPs per token x tokens seen",
+                          "validation bits per byte", "Equal compute: validation loss against training compute",
+                          "No validation with training FLOPs was logged.")
+
+
+def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, y: str, xlabel: str, ylabel: str, title: str,
+                   empty: str) -> Figure:
+    points = [(row, [e for e in log if y in e and x in e]) for row, log in curves]
     points = [(row, log) for row, log in points if log]
     if not points:
-        _placeholder(fig, ax, "No validation with training FLOPs was logged.")
+        fig, ax = plt.subplots(figsize=(11, 4.2))
+        _placeholder(fig, ax, empty)
         return fig
     colors = tokenizer_colors(list({row["tokenizer"] for row, _ in points}))
-    styles = {"chars": "-", "tokens": "--", "steps": ":", "flops": "-."}
-    for row, log in points:
-        ax.plot([e["train_flops"] for e in log], [e["valid_bits_per_byte"] for e in log],
-                color=colors[row["tokenizer"]], ls=styles.get(row["match"], "-"),
-                marker=MARKERS.get(row["model"], "D"), ms=3, lw=1,
-                label=f"{row['model']} {row['tokenizer']} (s{row['seed']}, {row['match']})")
-    _log_axis(ax, "x")
-    ax.set_xlabel("training FLOPs (log): the model's FLOPs per token x tokens seen")
-    ax.set_ylabel("validation bits per byte")
-    ax.set_title("Equal compute: validation loss against training compute")
-    ax.legend(fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    keys = sorted({(row["dataset"], row["match"]) for row, _ in points})
+    fig, axes = plt.subplots(len(keys), 1, figsize=(11, 4.2 * len(keys)), squeeze=False)
+    for ax, key in zip(axes[:, 0], keys):
+        for row, log in points:
+            if (row["dataset"], row["match"]) != key:
+                continue
+            flags = f" {row['flags']}" if row["flags"] else ""
+            ax.plot([e[x] for e in log], [e[y] for e in log], color=colors[row["tokenizer"]],
+                    marker=MARKERS.get(row["model"], "D"), ms=3, lw=1,
+                    label=f"{row['model']} {row['tokenizer']} (s{row['seed']}){flags}")
+        _log_axis(ax, "x")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(group_title(key, len(keys)) + title, fontsize=9)
+        ax.legend(fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 

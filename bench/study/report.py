@@ -70,31 +70,6 @@ def _run_data(results_dir: Path, row) -> analysis.RunData:
     return analysis.RunData(dict(row), RunResult.read(result), run_dir)
 
 
-def token_analyses(study: Study) -> tuple[dict, dict, dict]:
-    """From the runs' artefacts: unigram floors per (dataset, tokenizer), how word loss spreads over pieces
-    per "model tokenizer", and the share of loss on <unk> per run folder."""
-    done, runs = study.done, study.runs
-    floors = {}
-    for (dataset, tokenizer), group in done.groupby(["dataset", "tokenizer"]):
-        floors[(dataset, tokenizer)] = analysis.unigram_floor(runs[group["run_dir"].iloc[0]])
-    profiles, unk = {}, {}
-    for key, group in done.groupby(["model", "tokenizer", "dataset"]):
-        run = runs[group.sort_values("seed")["run_dir"].iloc[0]]
-        nll = run.token_nll("test")
-        if nll is None:
-            continue
-        tokenizer, ids = run.tokenizer, run.ids("test")
-        if len(ids) != len(nll):
-            continue
-        if group["match"].iloc[0] == done["match"].iloc[0]:
-            profiles[f"{key[0]} {key[1]}"] = analysis.piece_profile(tokenizer, ids, nll)
-        share = analysis.unk_share(tokenizer, ids, nll)
-        if share is not None:
-            for run_dir in group["run_dir"]:
-                unk[run_dir] = share
-    return floors, profiles, unk
-
-
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     study = load_study(Path(results_dir))
     out = require_folder(out_dir or Path("reports") / study.name, "report folder")
@@ -109,7 +84,7 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
 
 def _write_report(study: Study, out: Path) -> Path:
-    floors, profiles, unk = token_analyses(study)
+    floors, profiles, unk = analysis.token_analyses(study.done, study.runs)
     data_dirs = {run.row["dataset"]: run.result.spec.data_dir for run in study.runs.values()}
     baselines = compressor_rows.study_baselines(study.done, data_dirs)
     study.done["flags"] = compressor_rows.flag_worse_than_compressors(study.done, baselines)
@@ -195,8 +170,9 @@ def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compresso
     doc.para(_attack_sentence(done))
     doc.heading("2. Vocabulary sweep")
     doc.figure(*_save(figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep"),
-               "Bits per character and per-token perplexity against the byte-level BPE vocabulary size; "
-               "the byte runs are the 256 point (byte-level BPE with no merges).")
+               "Bits per character and per-token perplexity against the byte-level BPE vocabulary size, one row "
+               "of panels per text and matching rule (means over seeds); the byte runs are the 256 point "
+               "(byte-level BPE with no merges).")
 
 
 def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: dict) -> None:
@@ -208,14 +184,17 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
                "pieces are nearly free under teacher forcing, so a per-piece average is not a per-word cost. "
                "Late positions exist only in long words, which are rarer and harder: the right panel mixes "
                "position with word length, most visibly for subword pieces.")
-    doc.table([{"run": k, "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
+    several = len(profiles) > 1
+    doc.table([{"run": k + (f" ({key[0]}, {key[1]})" if several else ""),
+                "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
                 "share of word loss on first piece": round(v.get("first_piece_share_all", math.nan), 3)}
-               for k, v in sorted(profiles.items())],
+               for key, group in sorted(profiles.items()) for k, v in sorted(group.items())],
               ["run", "mean pieces per word", "share of word loss on first piece"])
     doc.heading("4. Closed vocabulary")
     doc.figure(*_save(figures.closed_vocabulary_figure(study.done, unk), out, "4-closed-vocabulary"),
-               "Test word perplexity of every run; hatched bars are closed-vocabulary word models (word:N), "
-               "labelled with the share of their loss that falls on <unk>.")
+               "Test word perplexity of every run on the text and matching rule of the closed-vocabulary runs "
+               "(one panel each); hatched bars are closed-vocabulary word models (word:N), labelled with the "
+               "share of their loss that falls on <unk>.")
     rows = closed_vocabulary_rows(study.done, unk)
     if not rows:
         doc.para("No closed-vocabulary run in this matrix.")
@@ -232,8 +211,8 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
     doc.heading("5. Learning curves")
     curves = [(dict(r), study.runs[r["run_dir"]].log) for _, r in done.iterrows()]
     doc.figure(*_save(figures.learning_curves_figure(curves), out, "5-learning-curves"),
-               "Validation bits per character against training characters seen (solid: equal characters, "
-               "dashed: equal tokens). " + flag_legend(done))
+               "Validation bits per character against training characters seen, one panel per text and "
+               "matching rule. " + flag_legend(done))
     doc.heading("6. Equal tokens vs equal characters")
     doc.figure(*_save(figures.matching_figure(done), out, "6-matching-rule"),
                "Test bits per character of each tokenization when runs are matched on equal training tokens and "
@@ -247,14 +226,15 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
     doc.figure(*_save(figures.compute_figure(curves), out, "7-equal-compute"),
                "Validation bits per byte against training FLOPs (the model's FLOPs per token, forward and backward, "
                "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
-               "`match = \"flops\"` gives every cell of a matrix the same training FLOPs.")
+               "One panel per text and matching rule; `match = \"flops\"` gives every cell of a matrix the same "
+               "training FLOPs.")
     doc.heading("8. Does the verdict depend on the budget?")
     logs = {d: run.log for d, run in study.runs.items()}
     doc.figure(*_save(convergence.ranking_figure(done, logs), out, "8-ranking-against-budget"),
-               "Each model's tokenizations, validation bits per byte against training characters (top) and training "
-               "FLOPs (bottom), one line per seed; dotted verticals mark where the ranking of the lossless "
-               "tokenizations' seed-mean curves changes. A ranking that still changes near the end of training is a verdict about "
-               "this budget only.")
+               "Each model's tokenizations, validation bits per byte against training characters and training "
+               "FLOPs (a pair of rows per text and matching rule), one line per seed; dotted verticals mark where "
+               "the ranking of the lossless tokenizations' seed-mean curves changes. A ranking that still changes "
+               "near the end of training is a verdict about this budget only.")
 
 
 def _paired_section(doc: Document, study: Study) -> None:
