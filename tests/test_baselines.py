@@ -94,12 +94,16 @@ def test_a_report_uses_only_baselines_of_the_files_its_runs_used(repeated):
     table = compressor_baselines("rep", ("test",), repeated)
     sha = {s: table.splits[s]["sha256"] for s in ("train", "test")}
     runs = pd.DataFrame([{"dataset": "rep", "data_sha256_train": sha["train"], "data_sha256_test": sha["test"],
-                          "test_bits_per_byte": b, "test_n_bytes": 100, "test_n_chars": 100, "flags": ""}
-                         for b in (table.best_primed().bits_per_byte_primed * 0.99, 9.0)])
+                          "test_bits_per_byte": b, "test_n_bytes": 100, "test_n_chars": 100, "flags": "",
+                          "lossless_bool": lossless}
+                         for b, lossless in ((table.best_primed().bits_per_byte_primed * 0.99, True), (9.0, True),
+                                             (table.best_primed().bits_per_byte_primed * 0.5, False))])
     found = study_baselines(runs, {"rep": str(repeated)})
-    assert flag_worse_than_compressors(runs, found).tolist() == ["", "✗"]
-    assert "**1 of 2 runs do not beat it (✗)**" in summary(found, runs)
+    assert flag_worse_than_compressors(runs, found).tolist() == ["", "✗", ""]
+    # the lossy run codes another text: it does not count as beating the compressor
+    assert "**1 of 2 lossless runs do not beat it (✗)**" in summary(found, runs) and "1 run with a lossy" in summary(
+        found, runs)
     other = runs.assign(data_sha256_test="0" * 64)  # scored on another test file: no baselines, and why
     found = study_baselines(other, {"rep": str(repeated)})
-    assert not found.tables and flag_worse_than_compressors(other, found).tolist() == ["", ""]
+    assert not found.tables and flag_worse_than_compressors(other, found).tolist() == ["", "", ""]
     assert "not the one these runs used" in summary(found, other)

@@ -83,17 +83,23 @@ def figure_lines(baselines: StudyBaselines, done: pd.DataFrame) -> dict[str, lis
 
 
 def summary(baselines: StudyBaselines, done: pd.DataFrame) -> str:
-    """In words: how many runs a classical compressor beats, and where there are no baselines, why."""
+    """In words: how many lossless runs a classical compressor beats, and where there are no baselines, why. A
+    lossy run scores another, easier text: it is counted neither way."""
     parts = []
     for dataset, table in baselines.tables.items():
         best = table.best_primed("test")
         runs = done[done["dataset"] == dataset]
-        worse = int((runs["test_bits_per_byte"] >= best.bits_per_byte_primed).sum())
+        lossless = runs[runs["lossless_bool"].astype(bool)] if "lossless_bool" in runs else runs
+        worse = int((lossless["test_bits_per_byte"] >= best.bits_per_byte_primed).sum())
+        lossy = len(runs) - len(lossless)
         parts.append(f"On {dataset}, the best classical compressor primed with the train split, {best.method}, "
                      f"codes the test text in {best.bits_per_byte_primed:.3f} bits per byte; "
-                     + (f"**{worse} of {len(runs)} runs do not beat it (✗)**: they have learned less of the text "
-                        "than a compressor, and their differences say more about how far training got than about "
-                        "tokenization." if worse else f"every one of the {len(runs)} runs beats it."))
+                     + (f"**{worse} of {len(lossless)} lossless runs do not beat it (✗)**: they have learned less "
+                        "of the text than a compressor, and their differences say more about how far training got "
+                        "than about tokenization" if worse else f"every one of the {len(lossless)} lossless runs "
+                                                                "beats it")
+                     + (f" ({lossy} run{'s' if lossy > 1 else ''} with a lossy tokenization, scored on another "
+                        "text, left out)." if lossy else "."))
     parts += [f"No compressor baselines for {dataset}: {why}." for dataset, why in baselines.missing.items()]
     return " ".join(parts)
 
