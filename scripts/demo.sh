@@ -16,5 +16,7 @@ else
   FETCH=()  # download the official archive
 fi
 "$BIN/bench" data fetch wikitext-2 "${FETCH[@]}"
-"$BIN/bench" run-matrix configs/quick.toml --quiet
+# Two runs at a time where there are two cores or more (one thread each).
+JOBS=$(( $(nproc 2>/dev/null || echo 1) >= 2 ? 2 : 1 ))
+"$BIN/bench" run-matrix configs/quick.toml --jobs "$JOBS"
 "$BIN/bench" report results/quick
