@@ -114,6 +114,9 @@ def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]]) -> Figure:
         for col, model in enumerate(models):
             runs = cell[cell["model"] == model]
             for ax, x in zip(axes[2 * g:2 * g + 2, col], ("train_chars", "train_flops")):
+                if runs.empty:  # this model was not run on this text and rule
+                    ax.axis("off")
+                    continue
                 _ranking_panel(ax, runs, logs, x, colors, MARKERS.get(model, "D"))
                 if not ax.lines:
                     _placeholder(fig, ax, f"{group_title(key, len(groups))}{model}: no validation logged")
