@@ -117,16 +117,17 @@ def test_the_interval_excludes_zero_exactly_when_p_is_below_five_percent(seeds_a
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seeds", [2, 3, 5])
-def test_the_95_percent_interval_covers_the_truth_95_percent_of_the_time(seeds):
+@pytest.mark.parametrize("seeds,n_docs,gap_sd", [(2, 40, 0.03), (3, 40, 0.03), (5, 40, 0.03), (3, 6, 0.10)])
+def test_the_95_percent_interval_covers_the_truth_95_percent_of_the_time(seeds, n_docs, gap_sd):
     """Seed effects and document effects drawn from known distributions, 500 studies: the interval of the
-    difference covers the true difference (of the populations of seeds and documents) in 92-98% of them."""
-    rng = np.random.default_rng(seeds)
-    truth, covered, n_docs = -0.03, 0, 40
+    difference covers the true difference (of the populations of seeds and documents) in 92-98% of them. With 6
+    documents the text's standard error is itself uncertain: counted as known it covered 88%."""
+    rng = np.random.default_rng(seeds * 100 + n_docs)
+    truth, covered = -0.03, 0
     for _ in range(500):
         sizes = rng.integers(2000, 20000, size=n_docs).astype(float)
         shared = rng.normal(0, 0.10, n_docs)  # how hard each document is, for both tokenizations
-        gap = rng.normal(0, 0.03, n_docs)  # how much harder it is for A than for B: mean 0 over documents
+        gap = rng.normal(0, gap_sd, n_docs)  # how much harder it is for A than for B: mean 0 over documents
         a = {s: TextLosses(sizes * (1.20 + shared + gap + rng.normal(0, 0.02)), sizes) for s in range(seeds)}
         b = {s: TextLosses(sizes * (1.23 + shared + rng.normal(0, 0.02)), sizes) for s in range(seeds)}
         result = compare({s: r.bits_per_byte for s, r in a.items()}, {s: r.bits_per_byte for s, r in b.items()}, a, b)

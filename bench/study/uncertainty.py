@@ -5,7 +5,7 @@ of text.
   means; its standard error combines the seed variance of each side (Welch) with the text's, the standard
   error of the same difference when the test documents are resampled (the same documents for both sides:
   a bootstrap); the interval and the p-value both come from Student's t with Welch-Satterthwaite degrees of
-  freedom (the text term, estimated from many documents, counts as known), so the interval excludes 0
+  freedom over the three terms (the text's estimated from n documents, with n - 1), so the interval excludes 0
   exactly when p < 0.05. Seeds are not paired: under different vocabularies a seed gives neither the same
   initial weights nor the same data order. With one seed on a side the seed variance cannot be estimated:
   no test, and the interval is the documents' alone (text-sampling uncertainty only).
@@ -95,10 +95,14 @@ def compare(a: dict[int, float], b: dict[int, float], text_a: dict[int, TextLoss
         low, high, _ = _document_bootstrap(bits_a, bits_b, sizes)
         return Comparison(difference, low, high, "bootstrap over documents (text only)", None, "")
     seed_a, seed_b = va.var(ddof=1) / len(va), vb.var(ddof=1) / len(vb)
-    text_se = _document_bootstrap(bits_a, bits_b, sizes)[2] if have_text else 0.0
+    # the bootstrap's variance of a mean over n documents is the plug-in one, low by (n - 1) / n: undone
+    text_se = _document_bootstrap(bits_a, bits_b, sizes)[2] * math.sqrt(len(sizes) / (len(sizes) - 1)) \
+        if have_text else 0.0
     se = math.sqrt(seed_a + seed_b + text_se ** 2)
+    # Welch-Satterthwaite over the three variance terms; the text's is estimated from the documents (n - 1 df)
     spread = seed_a ** 2 / (len(va) - 1) + seed_b ** 2 / (len(vb) - 1)
-    df = (seed_a + seed_b + text_se ** 2) ** 2 / spread if spread > 0 else math.inf  # text: known (many documents)
+    spread += text_se ** 4 / (len(sizes) - 1) if have_text else 0.0
+    df = (seed_a + seed_b + text_se ** 2) ** 2 / spread if spread > 0 else math.inf
     if se == 0:
         return Comparison(difference, difference, difference, "no variation over seeds or text", None, "")
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
