@@ -174,7 +174,7 @@ CASES = [
      "unknown launcher"),
     ("zero time limit", ["run-matrix", "{matrix}", "--launcher", "submitit-local", "--time-limit", "0",
                          "--data-dir", "{data}"], "--time-limit must be at least 1"),
-    ("a corrupt status.json", ["run-matrix", "{corrupt_status_matrix}", "--dry-run", "--data-dir", "{data}",
+    ("a corrupt status.json", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{data}",
                                "--results", "{corrupt_status}"], "not a readable status"),
 ] + [(f"matrix: {name}", ["run-matrix", f"{{cfg:{name}}}", "--dry-run", "--data-dir", "{data}"], fragment)
      for name, fragment in [

@@ -206,3 +206,101 @@ def test_a_retried_run_keeps_no_stale_error_and_counts_every_attempt(data_dir, t
     assert done.counts == {"done": 1} and not (run_dir / "error.txt").exists()
     result = json.loads((run_dir / "result.json").read_text())
     assert result["provenance"]["wall_seconds"] > 1.0  # the first attempt's second is counted
+
+
+# ------------------------------------------------------------------ no command writes what it does not own
+
+
+@pytest.fixture(scope="module")
+def owned(data_dir, tmp_path_factory):
+    """Two finished runs and a finished matrix, for commands that must not write into them."""
+    root = tmp_path_factory.mktemp("owned")
+    runs = {}
+    for name, steps in (("a", 4), ("b", 6)):
+        spec = RunSpec(model="lstm", preset="tiny", tokenizer="byte", dataset="toy", overrides={
+            **FAST, "max_steps": steps, "dump_token_losses": True, "final_eval_splits": "test"},
+            data_dir=str(data_dir), out_dir=str(root / name))
+        train(spec, show_progress=False)
+        runs[name] = root / name
+    config = root / "toy.toml"
+    config.write_text(MATRIX.replace('["byte", "char", "word-open:60"]', '["byte"]').replace("40_000", "3_000"))
+    run_matrix(config, root / "results" / "toy", data_dir=data_dir, show_progress=False)
+    return root, runs, config
+
+
+def _everything(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_tokenize_stats_never_replaces_a_file_it_did_not_write(owned, data_dir, tmp_path, cli, one_line_error):
+    root, runs, _ = owned
+    before = _everything(root)
+    for target in (runs["a"] / "result.json", runs["a"] / "best.pt", root / "results" / "toy" / "runs.csv",
+                   runs["a"] / "new.md"):
+        one_line_error(cli("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes", "byte",
+                           "--out", str(target)), str(target))
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes\n")
+    one_line_error(cli("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes", "byte",
+                       "--out", str(notes)), "was not written by this command")
+    assert notes.read_text() == "my notes\n" and _everything(root) == before
+    mine = tmp_path / "stats.md"
+    for _ in range(2):  # a new file, then this command's own report from before
+        assert cli("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes", "byte",
+                   "--out", str(mine)).returncode == 0
+    assert mine.read_text().startswith("# Tokenization statistics")
+
+
+def test_eval_never_dumps_losses_into_another_run(owned, data_dir, tmp_path, cli, one_line_error):
+    root, runs, _ = owned
+    before = _everything(root)
+    one_line_error(cli("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses",
+                       str(runs["b"] / "token_nll.test.npy")), str(runs["b"]))
+    assert _everything(root) == before
+    fresh = tmp_path / "losses.npy"
+    assert cli("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses", str(fresh)).returncode == 0
+    one_line_error(cli("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses", str(fresh)),
+                   "choose a new file name")  # a .npy carries no mark of who wrote it: never replaced
+
+
+def test_a_matrix_never_takes_over_another_matrix_or_a_run(owned, data_dir, tmp_path, cli, one_line_error):
+    root, runs, config = owned
+    results = root / "results" / "toy"
+    before = _everything(root)
+    other = tmp_path / "other.toml"  # another config with the same [matrix] name
+    other.write_text(config.read_text().replace('["byte"]', '["char"]'))
+    for args in (["--results", str(results)], ["--results", str(results), "--dry-run"]):
+        one_line_error(cli("run-matrix", str(other), "--data-dir", str(data_dir), "--quiet", *args),
+                       "holds the results of the matrix run from")
+    one_line_error(cli("run-matrix", str(other), "--data-dir", str(data_dir), "--quiet", cwd=root),
+                   "holds the results of the matrix run from")  # the default folder, results/toy
+    for folder in (runs["a"], runs["a"] / "inside", results / "inside"):
+        one_line_error(cli("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(folder),
+                           "--dry-run"), str(folder))
+    assert _everything(root) == before
+    again = cli("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(results), "--quiet")
+    assert again.returncode == 0, again.stderr  # its own config: finished runs reused, nothing retrained
+    assert _everything(root) == before
+
+
+def test_train_and_report_never_write_into_a_matrix_or_another_run(owned, data_dir, cli, one_line_error):
+    root, runs, _ = owned
+    results = root / "results" / "toy"
+    before = _everything(root)
+    for folder in (results, results / "mine", runs["a"] / "mine"):
+        one_line_error(cli(*train_args(data_dir, "max_steps=4"), "--out", str(folder)), str(folder))
+    for folder in (runs["a"], results, results / "report"):
+        one_line_error(cli("report", str(results), "--out", str(folder)), str(folder))
+    assert _everything(root) == before
+
+
+def test_a_report_folder_belongs_to_the_results_it_reports(tmp_path):
+    from bench.errors import BenchError
+    from bench.ownership import claim_report_folder, record_report_owner
+
+    first, second, out = tmp_path / "results" / "one", tmp_path / "results" / "two", tmp_path / "reports" / "one"
+    out.mkdir(parents=True)
+    record_report_owner(out, first)
+    claim_report_folder(out, first)  # the same results: rebuilt in place
+    with pytest.raises(BenchError, match="not the report of"):
+        claim_report_folder(out, second)

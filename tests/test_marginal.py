@@ -86,8 +86,16 @@ def test_eval_marginal_on_a_trained_model(tmp_path_factory, make_toy_corpus, cli
     report = json.loads(done.stdout)["marginal"]
     assert report["lines"] == 6 and report["draws_per_line"] == 8
     assert report["marginal_bits_per_byte"] <= report["canonical_bits_per_byte"] and report["marginal_se"] >= 0
-    assert json.loads((root / "sp-unigram:300" / "marginal.test.json").read_text()) == report
+    saved = root / "sp-unigram:300" / "marginal.test.json"
+    assert json.loads(saved.read_text()) == {**report, "settings": {"checkpoint": "best.pt", "draws_per_line": 8,
+                                                                    "lines_requested": 6}}
     one_line_error(cli("eval", str(root / "word-open:50"), "--marginal", "8"), "cannot be enumerated")
+    # another estimate never replaces the saved one (the report reads it); the same settings make it again
+    before = saved.read_bytes()
+    one_line_error(cli("eval", str(root / "sp-unigram:300"), "--marginal", "16", "--marginal-lines", "6"),
+                   "holds another estimate")
+    assert saved.read_bytes() == before
+    assert cli("eval", str(root / "sp-unigram:300"), "--marginal", "8", "--marginal-lines", "6").returncode == 0
 
 
 def test_the_report_shows_the_main_table_number_beside_the_canonical_score_of_the_lines():

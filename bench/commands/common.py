@@ -35,14 +35,6 @@ def vocab_size_option() -> Optional[int]:
     return typer.Option(None, "--vocab-size", help="Vocabulary size without a corpus (default 256: bytes).")
 
 
-def check_writable_file(path: Path, option: str) -> None:
-    """Refuse, before any work, an output file that cannot be written: its folder is missing, or it is a folder."""
-    if path.is_dir():
-        raise BenchError(f"{option} {path} is a folder; give a file name")
-    if not path.parent.is_dir():
-        raise BenchError(f"{option} {path}: folder {path.parent} does not exist; create it or choose another path")
-
-
 def echo_err(message: str) -> None:
     print(message, file=sys.stderr)
 

@@ -9,11 +9,12 @@ from typing import List, Optional
 
 import typer
 
-from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, check_writable_file,
-                                   data_dir_option, metrics_table, parse_pairs, print_comparability,
-                                   sizing_dataset_option, sizing_tokenizer_option, vocab_size_option)
+from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, metrics_table,
+                                   parse_pairs, print_comparability, sizing_dataset_option, sizing_tokenizer_option,
+                                   vocab_size_option)
 from bench.errors import BenchError
 from bench.fileio import require_folder
+from bench.ownership import claim_output_file, owner_of
 
 
 def train_command(
@@ -85,8 +86,10 @@ def eval_command(
             raise BenchError(f"{option} must be at least 1, not {value}")
     if split not in ("train", "valid", "test"):
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
+    run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
+    own = run_folder if owner_of(run_folder) is not None else None  # the evaluated run's own folder
     if dump_token_losses is not None:
-        check_writable_file(dump_token_losses, "--dump-token-losses")
+        claim_output_file(dump_token_losses, "--dump-token-losses", own_folder=own)
     for option, value in (("--marginal", marginal), ("--marginal-lines", marginal_lines)):
         if value is not None and value < 1:
             raise BenchError(f"{option} must be at least 1, not {value}")
@@ -95,6 +98,8 @@ def eval_command(
         from tokenizers_study.segmentations import piece_table
 
         piece_table(load_model(checkpoint_path, "cpu").tokenizer)  # a scheme without a lattice: refused first
+        _claim_marginal_file(run_folder / f"marginal.{split}.json", _marginal_settings(checkpoint_path, marginal,
+                                                                                      marginal_lines))
     use_threads(threads)
     report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses)
     marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines) if marginal else None
@@ -114,6 +119,25 @@ def eval_command(
               f"in expectation an underestimate of the gap)")
 
 
+def _marginal_settings(checkpoint_path: Path, draws: int, lines: int | None) -> dict:
+    """What makes one marginal estimate another: the checkpoint file, the draws per line and the lines asked."""
+    name = "best.pt" if checkpoint_path.is_dir() else checkpoint_path.name
+    return {"checkpoint": name, "draws_per_line": draws, "lines_requested": lines}
+
+
+def _claim_marginal_file(path: Path, settings: dict) -> None:
+    """marginal.<split>.json is replaced only by an estimate with the same settings (the report reads it)."""
+    if not path.exists():
+        return
+    try:
+        recorded = json.loads(path.read_text()).get("settings")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if recorded != settings:
+        raise BenchError(f"{path} holds another estimate ({recorded or 'settings not recorded'}); it is kept: move it "
+                         f"away to make this one ({settings})")
+
+
 def _marginal(checkpoint_path: Path, split: str, data_dir, draws: int, lines: int | None):
     """The marginal estimate, also saved beside the checkpoint as marginal.<split>.json for the report."""
     from bench.engine.inference import evaluate_marginal
@@ -121,7 +145,8 @@ def _marginal(checkpoint_path: Path, split: str, data_dir, draws: int, lines: in
 
     report = evaluate_marginal(checkpoint_path, split, data_dir, draws, lines)
     folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
-    write_json_atomic(folder / f"marginal.{split}.json", report.to_json())
+    write_json_atomic(folder / f"marginal.{split}.json",
+                      {**report.to_json(), "settings": _marginal_settings(checkpoint_path, draws, lines)})
     return report
 
 

@@ -27,12 +27,16 @@ def tokenize_stats(
     out: Optional[Path] = typer.Option(None, "--out", help="Also write a Markdown report to this file."),
 ) -> None:
     """Train (or load) each scheme on the train split and report how it cuts every split."""
-    from bench.data.tokenize_stats import run_stats, stats_markdown, stats_table
+    from bench.data.tokenize_stats import STATS_TITLE, run_stats, stats_markdown, stats_table
     from tokenizers_study import parse_scheme
 
     scheme_list = [parse_scheme(s).name for s in split_list(schemes)]  # validate all names first
     if not scheme_list:
         raise BenchError("--schemes is empty; give e.g. --schemes byte,bpe:4096")
+    if out is not None:  # before any work: a new file, or this command's own report from before
+        from bench.ownership import claim_output_file
+
+        claim_output_file(out, "--out", written_by=STATS_TITLE)
     result = run_stats(dataset, scheme_list, split_list(splits), data_dir)
     if out is not None:
         from bench.fileio import write_text_atomic

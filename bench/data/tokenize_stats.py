@@ -13,6 +13,8 @@ from bench.provenance import git_commit, library_versions
 from bench.tables import markdown_table, text_table
 from tokenizers_study.stats import SchemeStats, scheme_stats
 
+STATS_TITLE = "# Tokenization statistics"  # the first line of the Markdown report: `--out` may replace such a file
+
 COLUMNS = ["scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
            "unk_rate", "fallback_rate", "lossless", "lost_words", "lost_bytes", "unigram_entropy_bits",
            "renyi_efficiency", "mb_per_s", "verified"]
@@ -66,7 +68,7 @@ def stats_markdown(result: StatsResult) -> str:
     commit = git_commit()
     data_rows = [d.provenance() for d in result.splits.values()]
     parts = [
-        f"# Tokenization statistics: {result.dataset}",
+        f"{STATS_TITLE}: {result.dataset}",
         "",
         "Every scheme is trained on the train split only (a pretrained `hf:` or `spm:` scheme is loaded, never "
         "trained). `tokens_per_*` divide the token count by the split's "

@@ -14,7 +14,6 @@ the harness's own functions: its numbers then sit beside the project's in the re
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -232,17 +231,20 @@ def lm_eval_numbers(model, tokenizer, text: str, window: int, device: torch.devi
             "bits_per_byte": -totals["ll"] / totals["bytes"] / math.log(2)}
 
 
-def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity | None = None) -> RunResult:
+def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity | None = None,
+                        in_matrix: bool = False) -> RunResult:
     """Score a split with a local HuggingFace model and write its result.json (see the module's docstring);
-    ``identity``: the settings' :func:`identify`, when the caller has it already."""
+    ``identity``: the settings' :func:`identify`, when the caller has it already; ``in_matrix``: the folder is
+    in the results folder of the matrix that plans it."""
     from bench.engine.device import pick_device
     from bench.engine.run import finished_result
+    from bench.ownership import claim_run_folder
     from tokenizers_study.text import text_counts
 
     identity = identity or identify(settings)
     out = Path(settings.out_dir) if settings.out_dir else None
     if out is not None:
-        check_out_folder(out, identity.run_id)
+        claim_run_folder(out, identity.run_id, in_matrix)
         if (previous := finished_result(out, identity.run_id)) is not None:
             return previous
     device = pick_device("auto")
@@ -267,23 +269,6 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "result.json", result.to_json())
     return result
-
-
-def check_out_folder(out: Path, run_id: str) -> None:
-    """Refuse, before any work, a folder that belongs to a training run, a matrix or another evaluation."""
-    from bench.engine.run import check_run_folder
-
-    check_run_folder(out, run_id)
-    for name in ("checkpoint.pt", "runs.csv", "matrix.toml"):
-        if (out / name).exists():
-            raise BenchError(f"{out} holds {name} (a training run or a matrix); choose another --out folder")
-    status = out / "status.json"
-    try:
-        recorded = json.loads(status.read_text()).get("run_id") if status.is_file() else None
-    except (ValueError, AttributeError):
-        recorded = "unreadable"
-    if recorded not in (None, "", run_id):
-        raise BenchError(f"{out} records another run ({status}); choose another --out folder")
 
 
 def check_ids(ids: list[int], start: int, model, split: str) -> None:

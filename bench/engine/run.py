@@ -12,7 +12,6 @@ The run folder holds ``spec.json`` (the resolved configuration), ``tokenizer.jso
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import shutil
 import time
 from contextlib import nullcontext
@@ -34,6 +33,7 @@ from bench.engine.lock import RunLock
 from bench.engine.trainer import BEST, CHECKPOINT, Trainer
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_bytes_atomic, write_json_atomic
+from bench.ownership import claim_run_folder
 
 RESULT = "result.json"
 SPEC = "spec.json"
@@ -65,6 +65,7 @@ def plan_run(spec: RunSpec) -> RunConfig:
     data_dir = resolve_data_dir(spec.data_dir)
     config = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
     out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(config)
+    claim_run_folder(out, config.run_id())
     return config.with_spec(out_dir=str(out), data_dir=str(data_dir))
 
 
@@ -100,7 +101,7 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
     previous = finished_result(out, config.run_id())
     if previous is not None:
         return previous
-    check_run_folder(out, config.run_id())
+    claim_run_folder(out, config.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
     initial = initial_weights(config)
     trainer = Trainer(config, corpus, out, console, show_progress)
     main = trainer.ranks.is_main
@@ -135,22 +136,6 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
                               trainer.ranks)
     trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
     return build_result(trainer, metrics, layout, evaluated, trainer.wall_seconds(wall_start))
-
-
-def check_run_folder(out: Path, run_id: str) -> None:
-    """Refuse a folder that records another run (its spec.json or result.json names another run id)."""
-    for name in (SPEC, RESULT):
-        path = out / name
-        if not path.is_file():
-            continue
-        try:
-            recorded = json.loads(path.read_text()).get("run_id")
-        except (OSError, ValueError, AttributeError):
-            raise BenchError(f"{path} is not readable JSON; this folder's run cannot be told: choose another "
-                             f"--out folder or delete {out}") from None
-        if recorded is not None and recorded != run_id:
-            raise BenchError(f"{out} holds another run ({recorded}, this one is {run_id}); choose another --out "
-                             f"folder (or leave --out out: the default folder is named by the run id)")
 
 
 def initial_weights(config: RunConfig) -> dict | None:

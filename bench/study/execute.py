@@ -26,6 +26,7 @@ from bench.engine.distributed import Ranks
 from bench.engine.result import RunStatus
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
+from bench.ownership import claim_matrix_folder, record_matrix_owner
 from bench.study.config import MatrixConfig, load_config, register_corpora
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
@@ -75,6 +76,7 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
         cluster.check()
     config = load_config(config_path)
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
+    claim_matrix_folder(results, config.path, config.name)
     data = resolve_data_dir(data_dir or config.data_dir)
     register_corpora(config, data)
     outcome = MatrixOutcome(config, results, plan(config, results, data),
@@ -82,6 +84,7 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
     if dry_run:
         return outcome
     results.mkdir(parents=True, exist_ok=True)
+    record_matrix_owner(results, config.path)
     update_text(results / "matrix.toml", config.path.read_text())
     todo = []
     for chain in outcome.chains:

@@ -140,7 +140,7 @@ def score_pretrained(run: PretrainedRun) -> None:
 
     def attempt() -> RunRecord:
         try:
-            evaluate_pretrained(run.settings, run.identity)
+            evaluate_pretrained(run.settings, run.identity, in_matrix=True)
             return RunRecord(str(run.run_dir), RunStatus.DONE, run_id=run.run_id)
         except Exception as exc:  # a failed evaluation is recorded and the matrix goes on
             return RunRecord(str(run.run_dir), RunStatus.FAILED, failure_text(exc), run.run_id)

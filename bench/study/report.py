@@ -21,6 +21,7 @@ from bench.engine.result import RunResult, RunStatus
 from bench.engine.run import RESULT
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
+from bench.ownership import claim_report_folder, record_report_owner
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.document import Document
 from bench.study.figures import tokenizer_order
@@ -73,8 +74,10 @@ def _run_data(results_dir: Path, row) -> analysis.RunData:
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     study = load_study(Path(results_dir))
     out = require_folder(out_dir or Path("reports") / study.name, "report folder")
+    claim_report_folder(out, Path(results_dir))
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    record_report_owner(out, Path(results_dir))
     try:
         return _write_report(study, out)
     except BaseException:
