@@ -281,3 +281,20 @@ def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tin
                           ("stride = 4096", "stride must be less than the window (2048)")):
         config.write_text(MATRIX.format(model=tiny_gpt2).replace("window = 64\nstride = 32", bad))
         one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)
+
+
+def test_a_model_with_nan_weights_gives_no_result(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):
+    import shutil
+
+    from transformers import GPT2LMHeadModel
+
+    broken = tmp_path / "nan-gpt2"
+    shutil.copytree(tiny_gpt2, broken)
+    model = GPT2LMHeadModel.from_pretrained(broken)
+    with torch.no_grad():
+        model.transformer.h[0].mlp.c_fc.weight.fill_(float("nan"))
+    model.save_pretrained(broken)
+    out = tmp_path / "out"
+    one_line_error(cli("eval-hf", str(broken), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out)),
+                   "non-finite losses")
+    assert not (out / "result.json").exists()

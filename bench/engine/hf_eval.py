@@ -257,6 +257,9 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     check_ids(ids, start, model, settings.split)
     amp = autocast_dtype(device, settings.precision)
     nll = rolling_nll(model, ids, start, window, stride, settings.batch_size, device, amp)
+    if not np.isfinite(nll).all():  # a bad value never becomes a result
+        raise BenchError(f"{settings.model_dir} gives non-finite losses on {settings.split} (NaN or infinite "
+                         f"weights?); no result is written")
     seconds = time.perf_counter() - began
     lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
     other = lm_eval_numbers(model, tokenizer, text, window, device) if settings.lm_eval_conventions else None
