@@ -47,6 +47,8 @@ emsize = 16
 nhid = 16
 """
 
+FLOPS = 'name = "toy"\nmatch = "flops"'  # equal training FLOPs: [budget] flops
+
 CONFIGS = {
     "seed-float": MATRIX.replace("seed = [0]", "seed = [1.5]"),
     "seed-text": MATRIX.replace("seed = [0]", 'seed = ["a"]'),
@@ -69,6 +71,8 @@ CONFIGS = {
     "not-toml": "[axes\nmodel = ",
     "vocab": MATRIX.replace('tokenizer = ["byte"]', 'tokenizer = ["bpe:10000000"]'),
     "no-corpus": MATRIX.replace('dataset = ["toy"]', 'dataset = ["nope"]'),
+    "flops-tiny": MATRIX.replace('name = "toy"', FLOPS).replace("chars = 2_000", "flops = 1"),
+    "flops-huge": MATRIX.replace('name = "toy"', FLOPS).replace("chars = 2_000", "flops = 1e30"),
 }
 
 CASES = [
@@ -102,6 +106,10 @@ CASES = [
     ("stride beyond window", TRANSFORMER + ["--set", "eval_chunk=999"], "eval_chunk (999) is longer"),
     ("batch beyond corpus", TRAIN + ["--set", "batch_size=100000"], "too short for batch_size 100000"),
     ("no budget", TRAIN + ["--set", "max_steps=none"], "no training budget"),
+    ("a budget under one step", TRAIN + ["--set", "max_steps=none", "--set", "max_train_chars=3"],
+     "less than one step"),
+    ("a budget beyond the horizon", TRAIN + ["--set", "max_steps=none", "--set", "max_train_flops=1e30"],
+     "beyond 10,000,000"),
     ("unknown setting", TRAIN + ["--set", "bogus=1"], "unknown setting 'bogus'"),
     ("not a number", TRAIN + ["--set", "max_steps=lots"], "bad value 'lots' for max_steps"),
     ("not a choice", TRAIN + ["--set", "attention=everywhere"], "allowed: second-last, all, none"),
@@ -126,6 +134,8 @@ CASES = [
     ("chunk beyond the window", ["eval", "{transformer_run}", "--chunk", "65"], "longer than the Transformer's "
                                                                                 "window of 64"),
     ("zero streams", ["eval", "{run}", "--streams", "0"], "--streams must be at least 1"),
+    ("marginal lines alone", ["eval", "{run}", "--marginal-lines", "5"], "give --marginal too"),
+    ("marginal beyond its bound", ["eval", "{run}", "--marginal", "1000000000"], "beyond 4,096"),
     ("negative streams", ["eval", "{run}", "--streams", "-3"], "--streams must be at least 1"),
     ("unknown split", ["eval", "{run}", "--split", "dev"], "--split must be train, valid or test"),
     ("dump into a missing folder", ["eval", "{run}", "--dump-token-losses", "{sandbox}/none/x.npy"],
@@ -172,6 +182,10 @@ CASES = [
      "is a file, not a folder"),
     ("unknown launcher", ["run-matrix", "{matrix}", "--launcher", "k8s", "--data-dir", "{data}"],
      "unknown launcher"),
+    ("a partition without a cluster", ["run-matrix", "{matrix}", "--partition", "gpu", "--data-dir", "{data}"],
+     "--partition set(s) cluster jobs, but --launcher is local"),
+    ("a time limit without a cluster", ["run-matrix", "{matrix}", "--time-limit", "30", "--max-parallel", "2",
+                                        "--data-dir", "{data}"], "--time-limit, --max-parallel set(s) cluster jobs"),
     ("zero time limit", ["run-matrix", "{matrix}", "--launcher", "submitit-local", "--time-limit", "0",
                          "--data-dir", "{data}"], "--time-limit must be at least 1"),
     ("a corrupt status.json", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{data}",
@@ -187,7 +201,8 @@ CASES = [
          ("both-contexts", "both bptt (tokens) and context_chars"), ("dropout", "dropout is a dropout rate"),
          ("lr-nan", "lr must be a finite number"), ("no-budget", "match = chars needs [budget] chars"),
          ("section", "unknown section(s) ['oops']"), ("not-toml", "is not valid TOML"),
-         ("vocab", "supports only"), ("no-corpus", "unknown corpus 'nope'")]] + [
+         ("vocab", "supports only"), ("no-corpus", "unknown corpus 'nope'"),
+         ("flops-tiny", "less than one step"), ("flops-huge", "beyond 10,000,000")]] + [
     # reports
     ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
     ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),

@@ -28,7 +28,8 @@ def piece_table(tokenizer: Tokenizer) -> dict[bytes, list[int]]:
     table = getattr(tokenizer, "_id_bytes", None)
     if table is None:
         raise TokenizerError(f"{tokenizer.spec.name} has no context-free tokens: its segmentations cannot be "
-                             f"enumerated (byte, bpe:N, sp-bpe:N and sp-unigram:N can)")
+                             f"enumerated (bpe:N, sp-bpe:N and sp-unigram:N can; bytes have one segmentation, so "
+                             f"a byte model's marginal is its canonical likelihood)")
     pieces: dict[bytes, list[int]] = {}
     for token_id, data in enumerate(table):
         if data:

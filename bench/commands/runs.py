@@ -17,6 +17,9 @@ from bench.fileio import require_folder
 from bench.ownership import claim_output_file, owner_of
 
 
+MOST_DRAWS = 4096  # segmentations sampled per line by --marginal: beyond, the cost buys almost no precision
+
+
 def train_command(
     model: str = typer.Option("sha-rnn", "--model", help=MODEL_HELP),
     preset: str = typer.Option("tiny", "--preset", help=PRESET_HELP),
@@ -68,7 +71,7 @@ def eval_command(
                                                      "(nats) to this .npy file."),
     marginal: Optional[int] = typer.Option(None, "--marginal", help="K: also estimate the likelihood summed over "
                                            "all segmentations, with K sampled segmentations per line "
-                                           "(byte, bpe:N, sp-bpe:N, sp-unigram:N)."),
+                                           "(bpe:N, sp-bpe:N, sp-unigram:N; bytes have one segmentation only)."),
     marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", help="Lines drawn at random for "
                                                  "--marginal (default: every line)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $OMP_NUM_THREADS, else "
@@ -93,6 +96,11 @@ def eval_command(
     for option, value in (("--marginal", marginal), ("--marginal-lines", marginal_lines)):
         if value is not None and value < 1:
             raise BenchError(f"{option} must be at least 1, not {value}")
+    if marginal_lines is not None and marginal is None:
+        raise BenchError("--marginal-lines chooses the lines of --marginal K; give --marginal too")
+    if marginal is not None and marginal > MOST_DRAWS:
+        raise BenchError(f"--marginal {marginal:,} draws per line is beyond {MOST_DRAWS:,} (each draw is a forward "
+                         f"pass over the line; the Monte Carlo error falls only as 1/sqrt(K)); lower it")
     if marginal:
         from bench.engine.inference import load_model
         from tokenizers_study.segmentations import piece_table

@@ -29,10 +29,11 @@ def run_matrix_command(
     launcher: str = typer.Option("local", "--launcher", help="local: processes of this machine (--jobs); slurm: "
                                  "a Slurm job array through submitit; submitit-local: the same jobs run here."),
     partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
-    gpus_per_run: int = typer.Option(1, "--gpus-per-run", help="GPUs of each job (more than 1: one run on that "
-                                     "many processes, DistributedDataParallel)."),
-    time_limit: int = typer.Option(240, "--time-limit", help="Minutes per job; a job whose time is up "
-                                   "checkpoints and is requeued."),
+    gpus_per_run: Optional[int] = typer.Option(None, "--gpus-per-run", help="GPUs of each job (default 1; more "
+                                               "than 1: one run on that many processes, DistributedDataParallel).",
+                                               show_default=False),
+    time_limit: Optional[int] = typer.Option(None, "--time-limit", help="Minutes per job (default 240); a job "
+                                             "whose time is up checkpoints and is requeued.", show_default=False),
     max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="Jobs of the array running at once."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the cluster jobs and write runs.csv when they end "
                               "(otherwise run the same command later to collect them)."),
@@ -44,8 +45,14 @@ def run_matrix_command(
     from bench.study.launch import ClusterSettings
     from bench.tables import text_table
 
-    cluster = None if launcher == "local" else ClusterSettings(launcher, partition, gpus_per_run, time_limit,
-                                                               max_parallel, wait)
+    cluster_only = {"--partition": partition, "--gpus-per-run": gpus_per_run, "--time-limit": time_limit,
+                    "--max-parallel": max_parallel, "--wait": wait or None}
+    if launcher == "local" and (given := [k for k, v in cluster_only.items() if v is not None]):
+        raise BenchError(f"{', '.join(given)} set(s) cluster jobs, but --launcher is local (this machine's "
+                         f"processes, --jobs); add --launcher slurm or submitit-local, or leave them out")
+    given = dict(partition=partition, gpus_per_run=gpus_per_run, time_limit_min=time_limit, max_parallel=max_parallel)
+    cluster = None if launcher == "local" else ClusterSettings(
+        launcher, wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet,
                          cluster=cluster, threads=threads)
     if dry_run:

@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.data.facts import DataFacts
-from bench.engine.budget import Budget, epoch_tokens
+from bench.engine.budget import Budget, epoch_tokens, mean_step_tokens
 from bench.engine.spec import RunSpec, TrainConfig, allowed_keys, parse_overrides
 from bench.errors import BenchError
 from tokenizers_study import is_pretrained
+
+
+MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a budget beyond is a typo
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
         model_values["context"] = train.bptt  # the Transformer's window is the training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
     _check_layout(spec.model, model, train, facts)
+    _check_budget_size(spec.model, model, train, facts)
     return RunConfig(spec, model, train, facts)
 
 
@@ -114,6 +118,28 @@ def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfi
         raise BenchError("no training budget: set one of max_steps, max_epochs, max_train_chars, max_tokens, "
                          "max_minutes (e.g. --set max_steps=1000)")
     return train
+
+
+def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts: DataFacts) -> None:
+    """A budget that allows less than one optimizer step, or more than :data:`MOST_STEPS` (a typo such as
+    ``flops = 1e30``), is refused; the model is built on the meta device for its FLOPs per token."""
+    import torch
+
+    from bench.models import build_model
+
+    with torch.device("meta"):
+        flops_per_token = 3 * build_model(model_name, model_config).flops_per_token(train.bptt)
+    step = mean_step_tokens(train)
+    epoch = epoch_tokens(facts.train_tokens, train.batch_size) if facts.train_tokens else None
+    tokens = Budget.of(train).planned_tokens(facts.chars_per_token, epoch, step, flops_per_token)
+    if tokens is None:
+        return
+    if tokens < step:
+        raise BenchError(f"the training budget allows {tokens:,.4g} tokens, less than one step ({step:,.0f} tokens: "
+                         f"batch_size x bptt); raise it")
+    if tokens / step > MOST_STEPS:
+        raise BenchError(f"the training budget plans {tokens / step:,.3g} steps, beyond {MOST_STEPS:,} (the paper's "
+                         f"SHA-RNN trains about 80,000); lower it")
 
 
 def _check_layout(model_name: str, model, train: TrainConfig, facts: DataFacts) -> None:

@@ -273,7 +273,7 @@ def _marginal_section(doc: Document, study: Study) -> None:
     rows = marginal_rows(study.runs)
     if not rows:
         doc.para("No run has an estimate of the likelihood over all segmentations (`bench eval RUN --marginal K` "
-                 "makes one, for byte, BPE and sentencepiece schemes).")
+                 "makes one, for BPE and sentencepiece schemes).")
         return
     doc.table(rows, list(rows[0]), "The test lines' likelihood summed over every segmentation in the scheme's "
               "lattice against that of the canonical segmentation alone. The canonical probability is exact and "
