@@ -58,10 +58,11 @@ def owner_of(folder: Path) -> Owner | None:
 
 
 def enclosing_owner(path: Path) -> Owner | None:
-    """The nearest folder above ``path`` that belongs to a run, matrix or report (None: none)."""
+    """The nearest folder above ``path`` that belongs to a run, matrix or report (None: none). Above, a run is
+    told by the JSON files it records its id in: a folder of loose checkpoints is nobody's."""
     for folder in Path(path).absolute().parents:
         owner = owner_of(folder)
-        if owner is not None:
+        if owner is not None and (owner.kind != "run" or any((folder / n).is_file() for n in RUN_FILES[:3])):
             return owner
     return None
 

@@ -304,3 +304,13 @@ def test_a_report_folder_belongs_to_the_results_it_reports(tmp_path):
     claim_report_folder(out, first)  # the same results: rebuilt in place
     with pytest.raises(BenchError, match="not the report of"):
         claim_report_folder(out, second)
+
+
+def test_a_folder_of_loose_checkpoints_above_is_nobodys(tmp_path):
+    from bench.ownership import claim_run_folder, enclosing_owner
+
+    (tmp_path / "best.pt").write_bytes(b"weights")  # a user's own checkpoint, no run recorded
+    claim_run_folder(tmp_path / "project" / "runs" / "r1", "0123456789abcdef")
+    assert enclosing_owner(tmp_path / "project" / "runs" / "r1") is None
+    (tmp_path / "spec.json").write_text('{"run_id": "fedcba9876543210"}')  # now it is a run's folder
+    assert enclosing_owner(tmp_path / "project").kind == "run"
