@@ -207,6 +207,13 @@ CASES = [
     ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
     ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),
     ("report of a corrupt result", ["report", "{corrupt_results}"], "is not a readable result"),
+    ("report of a negative bits per byte", ["report", "{edited_negative}"], "test_bits_per_byte is -3.0 but"),
+    ("report of an infinite bits per byte", ["report", "{edited_infinite}"], "test_bits_per_byte is inf but"),
+    ("report of text in a metric", ["report", "{edited_text}"], "test_bits_per_char is 'abc' but"),
+    ("report of nan in a metric", ["report", "{edited_nan}"], "test_word_perplexity is 'nan' but"),
+    ("report of an edited seed", ["report", "{edited_seed}"], "seed is 7 but"),
+    ("report of a duplicated row", ["report", "{edited_duplicated}"], "twice"),
+    ("report without a status column", ["report", "{edited_no-status}"], "no 'status' column"),
     ("report into a file", ["report", "{results}", "--out", "{file}"], "is a file, not a folder"),
 ]
 
@@ -275,6 +282,29 @@ def _broken_results(root: Path, places: dict) -> None:
     (root / "corrupt_status" / "matrix.toml").rename(root / "corrupt_status.toml")
     places.update(torn_results=root / "torn", corrupt_results=root / "corrupt", corrupt_status=root / "corrupt_status",
                   corrupt_status_matrix=root / "corrupt_status.toml")
+    _edited_results(root, places)
+
+
+# runs.csv edited by hand: the report reads each finished row's numbers from its run folder's result.json
+EDITS = {
+    "negative": lambda t: t.assign(test_bits_per_byte=-3.0),
+    "infinite": lambda t: t.assign(test_bits_per_byte=float("inf")),
+    "text": lambda t: t.astype({"test_bits_per_char": object}).assign(test_bits_per_char="abc"),
+    "nan": lambda t: t.assign(test_word_perplexity="nan"),
+    "seed": lambda t: t.assign(seed=7),
+    "duplicated": lambda t: t.loc[t.index.repeat(2)],
+    "no-status": lambda t: t.drop(columns=["status"]),
+}
+
+
+def _edited_results(root: Path, places: dict) -> None:
+    import pandas as pd
+
+    for name, edit in EDITS.items():
+        shutil.copytree(places["results"], root / f"edited-{name}")
+        path = root / f"edited-{name}" / "runs.csv"
+        edit(pd.read_csv(path, keep_default_na=False)).to_csv(path, index=False)
+        places[f"edited_{name}"] = root / f"edited-{name}"
 
 
 def expand(arg: str, places: dict) -> str:

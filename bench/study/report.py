@@ -29,7 +29,7 @@ from bench.study.flags import flag_legend, run_flags
 from bench.study.pretrained import PRETRAINED
 from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
                                        power_line, pretrained_rows)
-from bench.study.runs_table import read_runs_table
+from bench.study.runs_table import check_row, read_runs_table
 
 @dataclass
 class Study:
@@ -45,10 +45,13 @@ class Study:
 
 
 def load_study(results_dir: Path) -> Study:
-    """All rows of runs.csv, the finished ones with flags, and each finished run's result."""
+    """All rows of runs.csv, the finished ones with flags, and each finished run's result (each row checked
+    against it: the run folder is the source of truth)."""
     runs_table = read_runs_table(results_dir)
     table = runs_table.rows
     done = runs_table.done()
+    checked = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()  # before any number is used
+               if row["match"] != PRETRAINED or (results_dir / str(row["run_dir"]) / RESULT).is_file()}
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
     done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
     done["flags"] = [run_flags(r) for _, r in done.iterrows()]
@@ -58,7 +61,7 @@ def load_study(results_dir: Path) -> Study:
                          f"runs; pretrained models are shown beside them); run `bench run-matrix` first")
     done["seed"] = done["seed"].astype(int)  # a float column when pretrained rows (no seed) share the table
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
-    runs = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()}
+    runs = {run_dir: checked[run_dir] for run_dir in done["run_dir"]}
     return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml")
 
 
@@ -68,7 +71,9 @@ def _run_data(results_dir: Path, row) -> analysis.RunData:
     if not result.is_file():
         raise BenchError(f"runs.csv lists {row['run_dir']} as done but {result} does not exist; run `bench "
                          f"run-matrix` on the config again to rebuild runs.csv from the run folders")
-    return analysis.RunData(dict(row), RunResult.read(result), run_dir)
+    data = analysis.RunData(dict(row), RunResult.read(result), run_dir)
+    check_row(data.row, data.result, results_dir / "runs.csv")
+    return data
 
 
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:

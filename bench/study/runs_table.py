@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from bench.fileio import update_text
 from bench.study.config import MatrixConfig
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
-from bench.study.pretrained import PretrainedRun
+from bench.study.pretrained import PRETRAINED, PretrainedRun
 from bench.study.run_status import RunRecord
 
 RUNS_CSV = "runs.csv"
@@ -81,9 +82,38 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     rows = pd.read_csv(path, keep_default_na=False, na_values=[""])
     if rows.empty:
         raise BenchError(f"{path} has no runs")
-    if FIRST_AFTER_AXES not in rows.columns:
-        raise BenchError(f"{path} has no {FIRST_AFTER_AXES!r} column: it is not a runs table of bench run-matrix")
+    missing = [c for c in (FIRST_AFTER_AXES, "run_dir", "status", "match") if c not in rows.columns]
+    if missing:
+        raise BenchError(f"{path} has no {', '.join(map(repr, missing))} column: it is not a runs table of bench "
+                         f"run-matrix; run `bench run-matrix CONFIG` again to rewrite it from the run folders")
+    named = rows["run_dir"].dropna().astype(str)
+    if named.duplicated().any():
+        raise BenchError(f"{path} lists run {named[named.duplicated()].iloc[0]} twice (a row is one run, not one more "
+                         f"seed); run `bench run-matrix CONFIG` again to rewrite it from the run folders")
     return RunsTable(rows, list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)]))
+
+
+def check_row(row: dict, result: RunResult, path: Path) -> None:
+    """A finished row must say what its run folder's result.json says (the folder is the source of truth): every
+    number and name the result gives, the seed and the run id. Refused in one line, naming the row."""
+    expected = {**result.flat(), "run_id": result.run_id}
+    if row.get("match") != PRETRAINED:  # a pretrained model's row names it by its folder and has no seed
+        expected.update(seed=result.spec.seed, model=result.spec.model, tokenizer=result.spec.tokenizer)
+    for key, want in expected.items():
+        if key not in row or want is None or (isinstance(want, str) and not want) or (
+                isinstance(want, float) and math.isnan(want)):
+            continue
+        have = row[key]
+        if isinstance(want, bool) or not isinstance(want, (int, float)):
+            same = str(have).lower() == str(want).lower()
+        else:
+            try:
+                same = math.isclose(float(have), float(want), rel_tol=1e-9, abs_tol=1e-12)
+            except (TypeError, ValueError):
+                same = False
+        if not same:
+            raise BenchError(f"{path}: row {row.get('run_dir')}: {key} is {have!r} but its result.json says {want!r}; "
+                             f"run `bench run-matrix CONFIG` again to rewrite runs.csv from the run folders")
 
 
 def _check_rows(path: Path) -> None:
