@@ -42,16 +42,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         # mkstemp creates the file private (0600); give it the mode an ordinary open() would.
         os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
+    except OSError as exc:  # name the user's file, not the temporary one beside it
+        if exc.filename and Path(exc.filename).name.startswith(f".{path.name}.") and exc.filename != str(path):
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
-        if tmp_path.exists():
+        if tmp_path is not None and tmp_path.exists():
             tmp_path.unlink()
 
 
@@ -98,8 +103,12 @@ def read_toml(path: str | Path) -> dict:
 
 
 def require_folder(path: str | Path, what: str) -> Path:
-    """``path`` as a folder to write into: refused (one line) when it exists and is not a folder."""
+    """``path`` as a folder to write into: refused (one line) when it exists and is not a folder, or when a name
+    in it is longer than file systems allow (255 bytes)."""
     path = Path(path)
+    if any(len(part.encode()) > 255 for part in path.parts):
+        raise BenchError(f"{what} {str(path)[:80]}...: a name in the path is longer than 255 bytes, beyond what file "
+                         f"systems allow; choose a shorter path")
     if path.exists() and not path.is_dir():
         raise BenchError(f"{what} {path} is a file, not a folder; give a folder")
     return path

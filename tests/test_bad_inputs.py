@@ -215,6 +215,11 @@ CASES = [
     ("report of a duplicated row", ["report", "{edited_duplicated}"], "twice"),
     ("report without a status column", ["report", "{edited_no-status}"], "no 'status' column"),
     ("report into a file", ["report", "{results}", "--out", "{file}"], "is a file, not a folder"),
+    ("report into a name too long", ["report", "{results}", "--out", "{sandbox}/" + "x" * 300], "longer than 255"),
+    ("results under a name too long", ["run-matrix", "{matrix}", "--data-dir", "{data}", "--results",
+                                       "{sandbox}/" + "x" * 300, "--dry-run"], "longer than 255"),
+    ("tokenize stats without splits", ["tokenize", "stats", "--dataset", "toy", "--data-dir", "{data}", "--schemes",
+                                       "byte", "--splits", ","], "--splits is empty"),
 ]
 
 
@@ -365,9 +370,20 @@ def test_read_only_folders(sandbox, tmp_path):
         assert code == 1 and "Read-only file system" in err and len(err.strip().splitlines()) == 1, err
         code, _, err = call(["report", places["results"], "--out", str(ro / "report")])
         assert code == 1 and "Read-only file system" in err, err
+        assert ".tmp" not in err  # the user's path, not the temporary file beside it
         code, out, err = call(["run-matrix", places["matrix"], "--results", places["results"],
                                "--data-dir", places["data"]])
         assert code == 0 and "1 done" in out, err
         code, out, err = call(["tokenize", "stats", "--dataset", "toy", "--schemes", "byte", "--data-dir",
                                places["data"]])
         assert code == 0 and "byte" in out, err
+
+
+def test_a_failed_atomic_write_names_the_users_file(tmp_path):
+    from bench.fileio import write_text_atomic
+
+    (tmp_path / "source").mkdir()
+    with mounted(tmp_path / "ro", "--bind", "-o", "ro", str(tmp_path / "source")) as ro:
+        with pytest.raises(OSError) as caught:
+            write_text_atomic(ro / "marginal.test.json", "{}")
+    assert caught.value.filename == str(ro / "marginal.test.json")  # not .marginal.test.json.XXXX.tmp

@@ -33,6 +33,8 @@ def tokenize_stats(
     scheme_list = [parse_scheme(s).name for s in split_list(schemes)]  # validate all names first
     if not scheme_list:
         raise BenchError("--schemes is empty; give e.g. --schemes byte,bpe:4096")
+    if not split_list(splits):
+        raise BenchError("--splits is empty; give e.g. --splits train,valid,test")
     if out is not None:  # before any work: a new file, or this command's own report from before
         from bench.ownership import claim_output_file
 
