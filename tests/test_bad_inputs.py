@@ -134,6 +134,7 @@ CASES = [
     ("chunk beyond the window", ["eval", "{transformer_run}", "--chunk", "65"], "longer than the Transformer's "
                                                                                 "window of 64"),
     ("zero streams", ["eval", "{run}", "--streams", "0"], "--streams must be at least 1"),
+    ("a checkpoint of an older version", ["eval", "{old_pt}"], "written by an older version"),
     ("marginal lines alone", ["eval", "{run}", "--marginal-lines", "5"], "give --marginal too"),
     ("marginal beyond its bound", ["eval", "{run}", "--marginal", "1000000000"], "beyond 4,096"),
     ("negative streams", ["eval", "{run}", "--streams", "-3"], "--streams must be at least 1"),
@@ -271,7 +272,10 @@ def _broken_checkpoints(root: Path, places: dict) -> None:
     (root / "truncated.pt").write_bytes((Path(places["run"]) / "best.pt").read_bytes()[:5000])
     best["model"] = {k: v for k, v in best["model"].items() if "boom" not in k}
     torch.save(best, root / "partial.pt")
-    places.update(garbage_pt=root / "garbage.pt", truncated_pt=root / "truncated.pt", partial_pt=root / "partial.pt")
+    old = {k: v for k, v in torch.load(Path(places["run"]) / "best.pt", weights_only=True).items() if k != "resolved"}
+    torch.save(old, root / "old.pt")  # as an older version wrote it: no resolved configuration
+    places.update(garbage_pt=root / "garbage.pt", truncated_pt=root / "truncated.pt", partial_pt=root / "partial.pt",
+                  old_pt=root / "old.pt")
 
 
 def _broken_results(root: Path, places: dict) -> None:

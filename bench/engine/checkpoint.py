@@ -46,6 +46,10 @@ def load(path: str | Path) -> dict:
         raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BenchError(f"{path} is not a checkpoint of this toolkit (format {FORMAT})")
+    missing = [key for key in ("resolved", "model", "tokenizer") if key not in payload]
+    if missing:
+        raise BenchError(f"{path} has no {', '.join(missing)}: it was written by an older version of the toolkit; "
+                         f"evaluate it with that version, or train the run again")
     return payload
 
 
