@@ -147,6 +147,8 @@ def windows(window: int | None, stride: int | None, limit: int | None, prefix: s
     window = window if window is not None else limit
     if window is None:
         raise BenchError("the model states no context length; give --window")
+    if window < 2:  # a window holds the token predicted from and at least one scored token
+        raise BenchError(f"{prefix}window must be at least 2, not {window}")
     if limit and window > limit:
         raise BenchError(f"{prefix}window {window} is longer than the model's context ({limit}); give at most that")
     stride = stride if stride is not None else max(1, window // 2)
