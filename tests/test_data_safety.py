@@ -314,3 +314,30 @@ def test_a_folder_of_loose_checkpoints_above_is_nobodys(tmp_path):
     assert enclosing_owner(tmp_path / "project" / "runs" / "r1") is None
     (tmp_path / "spec.json").write_text('{"run_id": "fedcba9876543210"}')  # now it is a run's folder
     assert enclosing_owner(tmp_path / "project").kind == "run"
+
+
+def test_a_run_killed_after_its_last_checkpoint_keeps_one_final_validation(data_dir, tmp_path, monkeypatch):
+    import bench.engine.run as run_module
+
+    def spec(out):  # 10 steps, validation every 6: the last step's validation comes after the loop
+        return RunSpec(model="lstm", preset="tiny", tokenizer="byte", dataset="toy", seed=1,
+                       overrides={**FAST, "max_steps": 10}, data_dir=str(data_dir), out_dir=str(out))
+
+    train(spec(tmp_path / "whole"), show_progress=False)
+    original = run_module._evaluate
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed during the final evaluation")
+
+    monkeypatch.setattr(run_module, "_evaluate", killed)
+    for _ in range(3):  # killed three times after the last checkpoint, then left to finish
+        with pytest.raises(RuntimeError, match="killed"):
+            train(spec(tmp_path / "cut"), show_progress=False)
+    monkeypatch.setattr(run_module, "_evaluate", original)
+    train(spec(tmp_path / "cut"), show_progress=False)
+
+    def validations(run):
+        lines = [json.loads(line) for line in (tmp_path / run / "log.jsonl").read_text().splitlines()]
+        return [(e["step"], e["valid_bits_per_byte"]) for e in lines if "valid_bits_per_byte" in e]
+
+    assert validations("cut") == validations("whole") and [s for s, _ in validations("whole")] == [6, 10]

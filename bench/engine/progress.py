@@ -36,6 +36,7 @@ class Progress:
     seconds: float = 0.0  # training time, evaluation excluded
     best_valid_bpc: float | None = None
     best_step: int | None = None
+    validated_step: int | None = None  # the step of the last validation (a resume does not repeat it)
     started_at: str = ""  # when the run's first attempt started
     wall_seconds: float = 0.0  # wall time of every attempt up to its last checkpoint
 

@@ -328,7 +328,7 @@ class Trainer:
                     raise TrainingInterrupted(f"{stop} at step {p.step}: checkpoint saved in {self.out}; "
                                               f"run the same command again to resume", signal_name=stop)
         bar.close()
-        if cfg.eval_every == 0 or p.step % cfg.eval_every != 0:
+        if p.validated_step != p.step:  # the last step is validated once, also when a resume finds it done
             self._validate_and_keep_best()
         self.save_checkpoint()
 
@@ -354,6 +354,7 @@ class Trainer:
         self.check_not_diverged({"validation": metrics["valid_loss"]})
         bpc = metrics["valid_bits_per_char"]
         self.log({"step": p.step, "train_chars": p.chars, "train_flops": p.tokens * self.flops_per_token, **metrics})
+        p.validated_step = p.step
         if p.best_valid_bpc is None or bpc < p.best_valid_bpc:
             p.best_valid_bpc, p.best_step = bpc, p.step
             if self.ranks.is_main:
