@@ -100,7 +100,10 @@ def test_two_matrix_processes_on_one_results_folder_train_each_run_once(data_dir
     first = matrix_process(repo, config, tmp_path / "results", data_dir)
     second = matrix_process(repo, config, tmp_path / "results", data_dir)
     outputs = [finish(p) for p in (first, second)]
-    assert any("running" in output for output in outputs) or all(p.returncode == 0 for p in (first, second))
+    # each waits for the runs the other holds: both exit 0 with a complete table (both exited 1 before)
+    assert all(p.returncode == 0 for p in (first, second)), outputs
+    table = (tmp_path / "results" / "runs.csv").read_text().splitlines()
+    assert len(table) == 4 and all(",done," in row for row in table[1:]), table
     run_dirs = [p for p in (tmp_path / "results").iterdir() if p.is_dir()]
     assert len(run_dirs) == 3
     for run_dir in run_dirs:

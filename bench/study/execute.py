@@ -31,7 +31,7 @@ from bench.study.config import MatrixConfig, load_config, register_corpora
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, plan_pretrained, score_pretrained
-from bench.study.run_status import RunRecord, failure_text, locked_record
+from bench.study.run_status import RunRecord, failure_text, locked_record, wait_for_others
 from bench.study.runs_table import write_runs_table
 
 TRAIN_LOG = "train.log"
@@ -110,6 +110,8 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
         print("the runs in progress saved a checkpoint and nothing new was started; run the same command again to "
               "resume", file=sys.stderr)
         raise
+    if cluster is None:  # cluster jobs are collected by the next run-matrix instead
+        wait_for_others([run for chain in outcome.chains for run in chain])
     _score_pretrained(outcome, retry_failed, here=cluster is None or cluster.launcher == "submitit-local")
     outcome.csv_path = write_runs_table(outcome.chains, config, results, outcome.pretrained)
     for run in [run for chain in outcome.chains for run in chain] + outcome.pretrained:

@@ -10,6 +10,8 @@ with a checkpoint, and ``new`` without.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,3 +85,15 @@ def current_status(run_dir: Path, run_id: str) -> RunStatus:
     if (run_dir / CHECKPOINT).is_file():
         return RunStatus.PARTIAL
     return RunStatus.NEW
+
+
+def wait_for_others(runs: list, poll_seconds: float = 2.0) -> None:
+    """Runs (``PlannedRun``) that another process holds: wait until each lock is released, then take each run's
+    status from its folder, so that this process's runs.csv is complete too (Ctrl-C stops waiting)."""
+    held = [run for run in runs if run.status is RunStatus.RUNNING and run.run_dir is not None]
+    if held:
+        print(f"waiting for {len(held)} run(s) that another process is training", file=sys.stderr, flush=True)
+    while any(is_locked(run.run_dir) for run in held):
+        time.sleep(poll_seconds)
+    for run in held:
+        run.status = current_status(run.run_dir, run.run_id)
