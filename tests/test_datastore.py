@@ -314,3 +314,17 @@ def test_wikitext2_raw_partial_fetch_from_mirror(tmp_path, mirror):
     with pytest.raises(BenchError, match=r"wiki\.train\.raw not found in mirror"):
         fetch("wikitext-2-raw", data_dir=tmp_path, mirror=mirror, splits=("train",))
     assert os.path.exists(tmp_path / "wikitext-2-raw" / "wiki.test.raw")
+
+
+def test_a_failed_download_leaves_no_downloads_folder(tmp_path, monkeypatch):
+    import bench.data.fetch as fetch_module
+
+    def offline(url, target):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(fetch_module, "_download", offline)
+    data = tmp_path / "data"
+    (data / "mine").mkdir(parents=True)  # a data folder that already exists: it is kept, with nothing added
+    with pytest.raises(BenchError, match="could not download"):
+        fetch("wikitext-2", data)
+    assert sorted(p.name for p in data.iterdir()) == ["mine"]

@@ -132,7 +132,6 @@ class _Fetcher:
         target = self.data_dir / "downloads" / archive.filename
         if target.is_file() and check_file(target, archive.check, str(target)).ok:
             return target, "an earlier download"
-        target.parent.mkdir(parents=True, exist_ok=True)
         errors = []
         for url in archive.urls:
             tmp = self.scratch / (archive.filename + ".part")
@@ -144,6 +143,7 @@ class _Fetcher:
                 continue
             if not check_file(tmp, archive.check, url).ok:
                 return tmp, url  # left in the scratch folder: a bad archive is never kept
+            target.parent.mkdir(parents=True, exist_ok=True)  # only for a verified archive: no empty folder
             os.replace(tmp, target)
             return target, url
         raise BenchError(
