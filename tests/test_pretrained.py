@@ -213,3 +213,13 @@ def test_characters_are_counted_on_the_tokens_even_when_decoding_adds_text(tmp_p
     ids = tok.encode(corpus_text[:2000])
     lengths = tok.char_lengths(ids)
     assert len(lengths) == len(ids) and lengths.sum() == len(tok.pieces_text(ids)) > 0
+
+
+def test_a_comma_in_a_tokenizer_path_is_part_of_the_path(files, tmp_path, make_toy_corpus, cli):
+    data = make_toy_corpus(tmp_path)
+    odd = tmp_path / "tokenizers, v2" / "gpt2"
+    shutil.copytree(files["gpt2"], odd)
+    stats = cli("tokenize", "stats", "--dataset", "toy", "--schemes", f"byte,hf:{odd},spm:{files['spm-bytes']}",
+                "--splits", "test", "--json", "--data-dir", str(data))
+    assert stats.returncode == 0, stats.stderr
+    assert [r["scheme"].partition(":")[0] for r in json.loads(stats.stdout)] == ["byte", "hf", "spm"]

@@ -53,6 +53,21 @@ def split_list(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(",") if s.strip())
 
 
+def split_schemes(text: str) -> tuple[str, ...]:
+    """A comma-separated list of schemes, where an ``hf:`` or ``spm:`` path may itself hold commas: a piece that
+    does not begin with a scheme's family continues the path before it."""
+    from tokenizers_study import FAMILIES
+
+    schemes: list[str] = []
+    for piece in text.split(","):
+        previous = FAMILIES.get(schemes[-1].strip().partition(":")[0]) if schemes else None
+        if previous is not None and previous.pretrained and piece.strip().partition(":")[0] not in FAMILIES:
+            schemes[-1] += "," + piece
+        else:
+            schemes.append(piece)
+    return tuple(s.strip() for s in schemes if s.strip())
+
+
 def metrics_table(metrics: dict[str, dict]) -> str:
     """Split metrics (JSON form) as a terminal table."""
     from bench.tables import text_table

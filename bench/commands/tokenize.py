@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from bench.commands.common import data_dir_option, echo_err, split_list
+from bench.commands.common import data_dir_option, echo_err, split_list, split_schemes
 from bench.errors import BenchError
 
 app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.", no_args_is_help=True)
@@ -30,7 +30,7 @@ def tokenize_stats(
     from bench.data.tokenize_stats import STATS_TITLE, run_stats, stats_markdown, stats_table
     from tokenizers_study import parse_scheme
 
-    scheme_list = [parse_scheme(s).name for s in split_list(schemes)]  # validate all names first
+    scheme_list = [parse_scheme(s).name for s in split_schemes(schemes)]  # validate all names first
     if not scheme_list:
         raise BenchError("--schemes is empty; give e.g. --schemes byte,bpe:4096")
     if not split_list(splits):
