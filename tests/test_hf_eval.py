@@ -282,6 +282,13 @@ def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tin
                           ("stride = 4096", "stride must be less than the window (2048)")):
         config.write_text(MATRIX.format(model=tiny_gpt2).replace("window = 64\nstride = 32", bad))
         one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)
+    # a mistyped dataset: refused at --dry-run (it was listed as 'no data', exit 0, and failed after training)
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.txt").write_text("some text for the toy corpus\n" * 200)
+    config.write_text(MATRIX.format(model=tiny_gpt2).replace('name = "gpt2-tiny"', 'name = "gpt2-tiny"\n'
+                                                             'dataset = "wikitext-3"'))
+    one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
+                   "[[pretrained]] gpt2-tiny: unknown corpus 'wikitext-3'")
 
 
 def test_a_model_with_nan_weights_gives_no_result(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):

@@ -30,7 +30,7 @@ from bench.ownership import claim_matrix_folder, record_matrix_owner
 from bench.study.config import MatrixConfig, load_config, register_corpora
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
-from bench.study.pretrained import PretrainedRun, plan_pretrained, score_pretrained
+from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
 from bench.study.run_status import RunRecord, failure_text, locked_record, wait_for_others
 from bench.study.runs_table import write_runs_table
 
@@ -79,6 +79,7 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
     claim_matrix_folder(results, config.path, config.name)
     data = resolve_data_dir(data_dir or config.data_dir)
     register_corpora(config, data)
+    check_corpora(config.pretrained, data)
     outcome = MatrixOutcome(config, results, plan(config, results, data),
                             plan_pretrained(config.pretrained, results, data))
     if dry_run:

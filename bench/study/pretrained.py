@@ -133,6 +133,21 @@ def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> l
     return runs
 
 
+def check_corpora(entries: list[dict], data_dir: Path) -> None:
+    """An unknown corpus in a [[pretrained]] entry is an error of the config, refused before anything is planned
+    (one not fetched yet is only no_data)."""
+    from bench.data.corpora import REGISTRY, get_corpus
+    from bench.data.manifest import is_user_corpus
+
+    for entry in entries:
+        for dataset in entry["dataset"]:
+            if dataset not in REGISTRY and not is_user_corpus(data_dir, dataset):
+                try:
+                    get_corpus(dataset)
+                except BenchError as exc:
+                    raise BenchError(f"[[pretrained]] {entry['name']}: {exc}") from None
+
+
 def score_pretrained(run: PretrainedRun) -> None:
     """Score one pretrained run, recording its outcome like a trained run's (status.json; failures go on)."""
     from bench.engine.hf_eval import evaluate_pretrained
