@@ -75,6 +75,11 @@ CONFIGS = {
     "flops-huge": MATRIX.replace('name = "toy"', FLOPS).replace("chars = 2_000", "flops = 1e30"),
 }
 
+def report_of(results: str) -> list[str]:
+    """bench report of a broken results folder, into a folder of its own (never the checkout's reports/)."""
+    return ["report", "{" + results + "}", "--out", "{new}"]
+
+
 CASES = [
     # training settings, refused when the run is resolved
     ("dropout above 1", TRAIN + ["--set", "dropout=1.5"], "dropout is a dropout rate"),
@@ -210,13 +215,14 @@ CASES = [
     ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
     ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),
     ("report of a corrupt result", ["report", "{corrupt_results}"], "is not a readable result"),
-    ("report of a negative bits per byte", ["report", "{edited_negative}"], "test_bits_per_byte is -3.0 but"),
-    ("report of an infinite bits per byte", ["report", "{edited_infinite}"], "test_bits_per_byte is inf but"),
-    ("report of text in a metric", ["report", "{edited_text}"], "test_bits_per_char is 'abc' but"),
-    ("report of nan in a metric", ["report", "{edited_nan}"], "test_word_perplexity is 'nan' but"),
-    ("report of an edited seed", ["report", "{edited_seed}"], "seed is 7 but"),
-    ("report of a duplicated row", ["report", "{edited_duplicated}"], "twice"),
-    ("report without a status column", ["report", "{edited_no-status}"], "no 'status' column"),
+    ("report of corrupt token losses", report_of("corrupt_nll"), "token_nll.test.npy is not a readable array"),
+    ("report of a negative bits per byte", report_of("edited_negative"), "test_bits_per_byte is -3.0 but"),
+    ("report of an infinite bits per byte", report_of("edited_infinite"), "test_bits_per_byte is inf but"),
+    ("report of text in a metric", report_of("edited_text"), "test_bits_per_char is 'abc' but"),
+    ("report of nan in a metric", report_of("edited_nan"), "test_word_perplexity is 'nan' but"),
+    ("report of an edited seed", report_of("edited_seed"), "seed is 7 but"),
+    ("report of a duplicated row", report_of("edited_duplicated"), "twice"),
+    ("report without a status column", report_of("edited_no-status"), "no 'status' column"),
     ("report into a file", ["report", "{results}", "--out", "{file}"], "is a file, not a folder"),
     ("report into a name too long", ["report", "{results}", "--out", "{sandbox}/" + "x" * 300], "longer than 255"),
     ("results under a name too long", ["run-matrix", "{matrix}", "--data-dir", "{data}", "--results",
@@ -283,8 +289,10 @@ def _broken_results(root: Path, places: dict) -> None:
 
     Path(places["matrix"]).write_text(MATRIX)
     run_matrix(places["matrix"], places["results"], data_dir=places["data"], show_progress=False)
-    for name in ("torn", "corrupt", "corrupt_status"):
+    for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll"):
         shutil.copytree(places["results"], root / name)
+    next((root / "corrupt_nll").glob("*/result.json")).with_name("token_nll.test.npy").write_bytes(b"\x93NUMPY garbage")
+    places.update(corrupt_nll=root / "corrupt_nll")
     runs_csv = root / "torn" / "runs.csv"
     runs_csv.write_text(runs_csv.read_text()[:-40] + "\n")
     next((root / "corrupt").glob("*/result.json")).write_text('{"status": "done", "run_id"')

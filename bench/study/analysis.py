@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.engine.result import RunResult
+from bench.errors import BenchError
 from bench.study.documents import MIN_RESAMPLED, document_starts, document_totals
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
@@ -46,7 +47,14 @@ class RunData:
 
     def token_nll(self, split: str = "test") -> np.ndarray | None:
         path = self.run_dir / f"token_nll.{split}.npy"
-        return np.load(path).astype(np.float64) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            return np.load(path).astype(np.float64)
+        except (OSError, ValueError, EOFError) as exc:
+            raise BenchError(f"{path} is not a readable array of per-token losses ({type(exc).__name__}); delete it "
+                             f"(the report then has no document intervals for this run) or evaluate the run again "
+                             f"with `bench eval {self.run_dir} --dump-token-losses {path}`") from None
 
     @cached_property
     def tokenizer(self):
