@@ -374,6 +374,15 @@ def test_a_full_disk_is_one_line_and_leaves_no_run_behind(sandbox, tmp_path):
         assert not any(full.iterdir())
 
 
+def test_a_matrix_on_a_full_disk_is_one_line_and_leaves_nothing(sandbox, tmp_path):
+    with mounted(tmp_path / "full", "-t", "tmpfs", "-o", "size=96k", "tmpfs") as full:
+        code, _, err = call(["run-matrix", sandbox["matrix"], "--data-dir", sandbox["data"], "--results",
+                             str(full / "results"), "--quiet"])
+        lines = err.strip().splitlines()  # the plan's line, then the error
+        assert code == 1 and lines[-1].startswith("error: ") and "Traceback" not in err, err
+        assert "full" in lines[-1] and not any(full.iterdir())  # neither matrix.toml nor a run folder
+
+
 def test_read_only_folders(sandbox, tmp_path):
     """Writing into one is one line; a finished study and tokenize stats still work there (they rewrite nothing)."""
     source = tmp_path / "copy"

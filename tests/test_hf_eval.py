@@ -306,3 +306,21 @@ def test_a_model_with_nan_weights_gives_no_result(tiny_gpt2, data_dir, tmp_path,
     one_line_error(cli("eval-hf", str(broken), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out)),
                    "non-finite losses")
     assert not (out / "result.json").exists()
+
+
+def test_eval_hf_on_a_full_disk_leaves_no_folder(tiny_gpt2, data_dir, tmp_path, cli):
+    from tests.test_bad_inputs import mounted
+
+    with mounted(tmp_path / "full", "-t", "tmpfs", "-o", "size=64k", "tmpfs") as full:
+        filler = full / "filler"
+        try:  # fill the disk: a folder still fits (no data block on tmpfs), result.json does not
+            with open(filler, "wb") as f:
+                while True:
+                    f.write(b"x" * 4096)
+                    f.flush()
+        except OSError:
+            pass
+        done = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--window", "64",
+                   "--out", str(full / "out"))
+        assert done.returncode == 1 and done.stderr.strip().splitlines()[-1].startswith("error: "), done.stderr
+        assert [p.name for p in full.iterdir()] == ["filler"]

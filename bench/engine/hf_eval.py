@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -271,8 +272,14 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
                                          "bfloat16 autocast, float32 output projection"},
                      other)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(out / "result.json", result.to_json())
+        created = not out.exists()
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(out / "result.json", result.to_json())
+        except BaseException:
+            if created:  # a failed write (a full disk) leaves no empty folder behind
+                shutil.rmtree(out, ignore_errors=True)
+            raise
     return result
 
 

@@ -12,6 +12,7 @@ every chain.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -84,6 +85,19 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
                             plan_pretrained(config.pretrained, results, data))
     if dry_run:
         return outcome
+    created = not results.exists()
+    try:
+        return _execute(outcome, jobs, retry_failed, show_progress, cluster, threads)
+    except Exception:  # a full disk, say; Ctrl-C keeps what the runs in progress saved
+        if created and not any(results.glob("*/checkpoint.pt")) and not any(results.glob("*/result.json")):
+            shutil.rmtree(results, ignore_errors=True)  # nothing worth keeping: no folder left behind
+        raise
+
+
+def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progress: bool,
+             cluster: ClusterSettings | None, threads: int | None) -> MatrixOutcome:
+    """Run what a planned matrix has not done yet and write its runs.csv."""
+    config, results = outcome.config, outcome.results_dir
     results.mkdir(parents=True, exist_ok=True)
     record_matrix_owner(results, config.path)
     update_text(results / "matrix.toml", config.path.read_text())
