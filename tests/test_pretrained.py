@@ -223,3 +223,25 @@ def test_a_comma_in_a_tokenizer_path_is_part_of_the_path(files, tmp_path, make_t
                 "--splits", "test", "--json", "--data-dir", str(data))
     assert stats.returncode == 0, stats.stderr
     assert [r["scheme"].partition(":")[0] for r in json.loads(stats.stdout)] == ["byte", "hf", "spm"]
+
+
+@pytest.mark.parametrize("decoded, lost", [
+    ("The  Zürich ﬁle\n second line\tTAB\n", 0),
+    ("the  zürich file\n second line\ttab\n", 4),  # lower-cased and NFKC: The, Zürich, ﬁle, TAB
+    ("[UNK] [UNK] [UNK]\n [UNK] [UNK] [UNK]\n", 6),  # every word unknown
+    ("", 6),
+])
+def test_lost_words_counts_the_words_decoding_does_not_give_back(decoded, lost):
+    from tokenizers_study.base import lost_words
+
+    assert lost_words("The  Zürich ﬁle\n second line\tTAB\n", decoded) == lost
+
+
+def test_a_tokenizer_of_unknowns_reports_its_lost_words(tmp_path, corpus_text):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    unknowns = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))  # every word is [UNK]
+    unknowns.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    unknowns.save(str(tmp_path / "tokenizer.json"))
+    report = train_tokenizer(f"hf:{tmp_path / 'tokenizer.json'}", "").loss_report("a few words here\n")
+    assert not report.lossless and report.lost_words == 4 and report.lost_bytes > 0

@@ -79,7 +79,7 @@ class LossReport:
     """Whether decoding gives the text back, and if not, how much is lost."""
 
     lossless: bool
-    lost_words: int = 0  # words that decode to something else (closed-vocabulary <unk>)
+    lost_words: int = 0  # words that decode to something else (<unk>, normalised, dropped)
     lost_bytes: int = 0  # UTF-8 bytes of those words
     detail: str = ""
 
@@ -225,7 +225,7 @@ class Tokenizer(ABC):
         if decoded == text:
             return LossReport(True)
         at = next((i for i, (a, b) in enumerate(zip(decoded, text)) if a != b), min(len(decoded), len(text)))
-        return LossReport(False, lost_bytes=lost_bytes(text, decoded),
+        return LossReport(False, lost_words=lost_words(text, decoded), lost_bytes=lost_bytes(text, decoded),
                           detail=f"decoding differs from the text at character {at}")
 
     def __repr__(self) -> str:
@@ -238,6 +238,17 @@ def lost_bytes(text: str, decoded: str) -> int:
     lines, back = text.split("\n"), decoded.split("\n")
     lost = max(0, len(lines) - len(back))  # line breaks
     return lost + sum(_lost_in_line(line, other) for line, other in _changed_pairs(lines, back, "\n"))
+
+
+def lost_words(text: str, decoded: str) -> int:
+    """Whitespace-separated words of ``text`` that ``decoded`` does not give back, aligned as :func:`lost_bytes`
+    aligns them (a word decoded as ``<unk>``, or changed in any byte, is lost)."""
+    count = 0
+    for line, other in _changed_pairs(text.split("\n"), decoded.split("\n"), "\n"):
+        words = line.split()
+        for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, words, other.split(), autojunk=False).get_opcodes():
+            count += i2 - i1 if tag != "equal" else 0
+    return count
 
 
 def _lost_in_line(line: str, other: str) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenizers_study.base import LossReport, SchemeSpec, Tokenizer, lost_bytes
+from tokenizers_study.base import LossReport, SchemeSpec, Tokenizer, lost_bytes, lost_words
 from tokenizers_study.bpe import byte_symbols
 from tokenizers_study.errors import TokenizerError
 
@@ -165,8 +165,10 @@ class HFTokenizerFile(_Pretrained):
         back = [self.hf.decode(e.ids, skip_special_tokens=False)
                 for e in self.encoder.encode_batch(lines, add_special_tokens=False)]
         lost = len(lines) - 1 - decoded_lines + sum(lost_bytes(a, b) for a, b in zip(lines, back) if a != b)
-        return LossReport(False, lost_bytes=lost, detail=f"decoding drops {len(lines) - 1 - decoded_lines} line "
-                                                         f"breaks (the lines measured one by one)")
+        words = sum(lost_words(a, b) for a, b in zip(lines, back) if a != b)
+        dropped = len(lines) - 1 - decoded_lines
+        return LossReport(False, lost_words=words, lost_bytes=lost,
+                          detail=f"decoding drops {dropped} line breaks (the lines measured one by one)")
 
     def decode(self, ids) -> str:
         if self.byte_level:

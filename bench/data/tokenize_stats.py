@@ -58,9 +58,9 @@ def _notes(result: StatsResult) -> str:
                      "trained here; a pretrained scheme's rows follow their own split).")
     lossy = sorted({r.scheme for r in result.records if not r.lossless})
     if lossy:
-        lines.append(f"LOSSY: {', '.join(lossy)} cannot give the text back (lost_words: words that decode as "
-                     "<unk>; lost_bytes: bytes of the split that decoding does not give back); numbers computed "
-                     "under them are not comparable with lossless schemes.")
+        lines.append(f"LOSSY: {', '.join(lossy)} cannot give the text back (lost_words: words that do not "
+                     "decode back, e.g. as <unk>; lost_bytes: bytes of the split that decoding does not give "
+                     "back); numbers computed under them are not comparable with lossless schemes.")
     return "\n".join(lines)
 
 
@@ -74,11 +74,11 @@ def stats_markdown(result: StatsResult) -> str:
         "trained). `tokens_per_*` divide the token count by the split's "
         "UTF-8 bytes, Unicode characters and whitespace-separated words; `unk_rate` is the share of tokens that "
         "are `<unk>`; `fallback_rate` the share that are byte-fallback tokens; `lossless` says whether "
-        "decoding gives the split back byte for byte, and if not `lost_words` (words decoded as `<unk>`) and "
-        "`lost_bytes` (bytes of the split that decoding does not give back); `unigram_entropy_bits` is the "
-        "Shannon entropy of the tokens' unigram distribution and `renyi_efficiency` its Rényi entropy of order "
-        "2.5 divided by log2 of the vocabulary size (Zouhar et al. 2023); `mb_per_s` is encoding throughput "
-        "(10^6 bytes/s).",
+        "decoding gives the split back byte for byte, and if not `lost_words` (words that do not decode back, "
+        "as `<unk>` or changed) and `lost_bytes` (bytes of the split that decoding does not give back); "
+        "`unigram_entropy_bits` is the Shannon entropy of the tokens' unigram distribution and "
+        "`renyi_efficiency` its Rényi entropy of order 2.5 divided by log2 of the vocabulary size (Zouhar et al. "
+        "2023); `mb_per_s` is encoding throughput (10^6 bytes/s).",
         "",
         markdown_table([r.to_json() for r in result.records], COLUMNS),
         "",
