@@ -109,3 +109,18 @@ def test_the_report_shows_the_main_table_number_beside_the_canonical_score_of_th
                           marginal=lambda split: estimate)
     row = marginal_rows({"r": run})[0]
     assert row["main table bits/byte"] == 5.848 and row["canonical, these lines"] == 4.756
+
+
+def test_a_line_without_a_segmentation_is_named_with_the_fix(unigram, monkeypatch):
+    import torch
+
+    import bench.engine.marginal as marginal
+    from tokenizers_study import TokenizerError
+
+    monkeypatch.setattr(marginal, "piece_table", lambda tokenizer: {b"a": [5]})  # only "a" can be spelled
+    monkeypatch.setattr(marginal, "sequence_log_p", lambda model, state, last, batch, *rest: (
+        np.zeros(len(batch)), None))
+    with pytest.raises(TokenizerError, match=r"line 2 .* has no segmentation into the tokens of sp-unigram:300.*"
+                                             r"--marginal needs a lossless one"):
+        marginal.score_lines(torch.nn.Linear(1, 1), unigram, "aaa\nbcd\n", {1}, 4, np.zeros(unigram.vocab_size),
+                             16, torch.device("cpu"), None, np.random.default_rng(0))
