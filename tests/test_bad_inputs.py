@@ -410,3 +410,23 @@ def test_a_failed_atomic_write_names_the_users_file(tmp_path):
         with pytest.raises(OSError) as caught:
             write_text_atomic(ro / "marginal.test.json", "{}")
     assert caught.value.filename == str(ro / "marginal.test.json")  # not .marginal.test.json.XXXX.tmp
+
+
+def test_a_full_disk_while_caching_encoded_splits_is_one_line_and_leaves_no_cache_folder(tmp_path):
+    from bench.data.user import add_user_corpus
+    from tests.conftest import synthetic_text
+
+    paths = {split: tmp_path / f"{split}.txt" for split in ("train", "valid", "test")}
+    for i, (split, path) in enumerate(paths.items()):
+        path.write_text(synthetic_text(n_lines=3000 if split == "train" else 30, seed=i))
+    train_bytes = paths["train"].stat().st_size
+    with mounted(tmp_path / "full", "-t", "tmpfs", "-o", f"size={int(1.6 * train_bytes)}", "tmpfs") as full:
+        add_user_corpus("big", paths, full / "data")  # the text fits, its ids (uint16, twice the bytes) do not
+        before = sorted(str(p.relative_to(full)) for p in full.rglob("*"))
+        argv = [expand(a, {"data": str(full / "data"), "new": str(tmp_path / "run")}) for a in TRAIN]
+        code, _, err = call([a if a != "toy" else "big" for a in argv] + ["--tokenizer", "char"])
+        lines = err.strip().splitlines()
+        assert code == 1 and lines[-1].startswith("error: ") and "Traceback" not in err, err
+        assert "disk is full" in lines[-1] and "requested" not in lines[-1], err
+        left = sorted(str(p.relative_to(full)) for p in full.rglob("*") if "encoded" in str(p))
+        assert left == [] and not any("encoded" in p for p in before)

@@ -17,8 +17,10 @@ splits are ``.npy`` arrays opened memory-mapped, so a second run starts at once.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,9 +95,18 @@ def save_encoded(data_dir: str | Path | None, split: SplitData, tokenizer: Token
 
 
 def _write_encoded(path: Path, tokenizer: Tokenizer, ids: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            np.save(f, np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
+    made = [folder for folder in (path.parent, path.parent.parent, path.parent.parent.parent) if not folder.exists()]
+    try:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                np.save(f, np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
+    except OSError as exc:
+        for folder in made:  # the cache folders this write made, innermost first: none is left empty
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        if exc.errno is None:  # numpy's short write ("N requested and M written"): the disk is full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise
 
 
 def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
