@@ -7,6 +7,7 @@ with a non-zero exit status, never a traceback (see :func:`main`).
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -43,6 +44,12 @@ def _click_exceptions():
     return exceptions
 
 
+def _error(message: str) -> None:
+    """A user error on stderr, once: under torchrun every process fails alike and the main one says so."""
+    if os.environ.get("RANK", "0") == "0":
+        print(message, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors become one line on stderr and a non-zero exit, never a traceback."""
     errors = _click_exceptions()
@@ -54,24 +61,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except errors.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "bench"
-        print(f"error: {exc.format_message()} (see: {where} --help)", file=sys.stderr)
+        _error(f"error: {exc.format_message()} (see: {where} --help)")
         return 2
     except errors.ClickException as exc:
-        print(f"error: {exc.format_message()}", file=sys.stderr)
+        _error(f"error: {exc.format_message()}")
         return exc.exit_code or 1
     except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _error(f"error: {exc}")
         return getattr(exc, "exit_code", 1)
     except OSError as exc:
         message = file_system_error(exc)
         if message is None:
             raise
-        print(f"error: {message}", file=sys.stderr)
+        _error(f"error: {message}")
         return 1
     except typer.Abort as exc:
         if isinstance(exc.__cause__, EOFError):  # click turns EOFError into Abort: a truncated file, not Ctrl-C
-            print(f"error: a file ended early ({exc.__cause__ or 'EOFError'}); it is truncated or corrupt",
-                  file=sys.stderr)
+            _error(f"error: a file ended early ({exc.__cause__ or 'EOFError'}); it is truncated or corrupt")
             return 1
         print("interrupted", file=sys.stderr)
         return 130

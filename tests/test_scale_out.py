@@ -118,3 +118,16 @@ def test_the_slurm_launcher_needs_slurm(data_dir, tmp_path, cli, one_line_error)
     one_line_error(cli("run-matrix", str(config), "--launcher", "slurm", "--data-dir", str(data_dir),
                        "--results", str(tmp_path / "r")), "needs a Slurm cluster")
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_under_torchrun_a_bad_setting_is_one_line_once_and_run_matrix_is_refused(data_dir, tmp_path, repo):
+    bad = torchrun(repo, *train_args(data_dir, tmp_path / "bad", "--seed", "-1"))
+    ours = [line for line in bad.stderr.splitlines() if line.startswith("error: ")]
+    assert bad.returncode != 0 and ours == ["error: seed must be an integer from 0 to 2**32 - 1, not -1"]
+    assert "gloo" not in bad.stderr.lower() and "/bench/" not in bad.stderr  # torchrun's own report only
+    assert not (tmp_path / "bad").exists()
+    matrix = torchrun(repo, "run-matrix", str(repo / "configs" / "smoke.toml"), "--dry-run")
+    assert [line for line in matrix.stderr.splitlines() if line.startswith("error: ")] == [
+        line for line in matrix.stderr.splitlines() if "run-matrix under torchrun" in line]
+    assert "run-matrix under torchrun" in matrix.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -45,6 +46,10 @@ def run_matrix_command(
     from bench.study.launch import ClusterSettings
     from bench.tables import text_table
 
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise BenchError("run-matrix under torchrun would run the whole matrix in every process; it spreads its "
+                         "runs itself (--jobs N here, --launcher slurm --gpus-per-run N on a cluster); under "
+                         "torchrun, run one run: torchrun --nproc-per-node N cli.py train ...")
     cluster_only = {"--partition": partition, "--gpus-per-run": gpus_per_run, "--time-limit": time_limit,
                     "--max-parallel": max_parallel, "--wait": wait or None}
     if launcher == "local" and (given := [k for k, v in cluster_only.items() if v is not None]):

@@ -60,8 +60,7 @@ def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
 
 
 def plan_run(spec: RunSpec) -> RunConfig:
-    """Resolve a spec from the command line: validate it, measure its data, resolve once."""
-    spec = validate_spec(spec)
+    """Resolve a validated spec from the command line: measure its data, resolve once."""
     data_dir = resolve_data_dir(spec.data_dir)
     config = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
     out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(config)
@@ -72,6 +71,7 @@ def plan_run(spec: RunSpec) -> RunConfig:
 def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
     """Train (or resume, or return the finished result of) the run a spec describes, in this process or, under
     ``torchrun``, in all of them. A run that fails before its first checkpoint leaves no folder behind."""
+    spec = validate_spec(spec)  # by every process before they connect: a bad setting fails each alike, at once
     ranks = Ranks.from_env()
     ranks.start()
     with ranks.main_first():  # the main process trains tokenizers and fills caches, the others read them
