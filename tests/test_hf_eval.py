@@ -245,6 +245,9 @@ def test_eval_hf_refuses_damaged_or_mismatched_model_folders(tiny_gpt2, data_dir
         "holds no tokenizer": variant("no-tokenizer", lambda f: [(f / n).unlink() for n in ("tokenizer.json",
                                                                                            "tokenizer_config.json")]),
         "could not be loaded": variant("corrupt", lambda f: (f / "model.safetensors").write_bytes(b"garbage")),
+        "save the model's own tokenizer": variant("only-spm", lambda f: [  # a tokenizer.model that is no model
+            (f / n).unlink() for n in ("tokenizer.json", "tokenizer_config.json")] + [
+            (f / "tokenizer.model").write_bytes(b"not a sentencepiece model")]),
         "is not the model's": variant("small-vocab", lambda f: GPT2LMHeadModel(GPT2Config(
             vocab_size=50, n_positions=64, n_embd=8, n_layer=1, n_head=1)).save_pretrained(f)),
     }

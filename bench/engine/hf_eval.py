@@ -94,12 +94,19 @@ def load_pretrained(model_dir: str | Path, device: torch.device):
     folder = check_model_folder(model_dir)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:  # e.g. a GPT-2 folder with only a sentencepiece file: "tiktoken is required"
+        raise BenchError(f"the tokenizer in {folder} could not be loaded ({_first_line(exc)}); save the model's own "
+                         f"tokenizer into the folder with tokenizer.save_pretrained") from None
+    try:
         model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
     except Exception as exc:  # transformers and safetensors raise many kinds for a damaged folder
-        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
-        raise BenchError(f"{folder} could not be loaded as a causal language model ({first})") from None
+        raise BenchError(f"{folder} could not be loaded as a causal language model ({_first_line(exc)})") from None
     project_in_float32(model)
     return model.to(device).eval(), tokenizer
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
 def project_in_float32(model) -> None:
