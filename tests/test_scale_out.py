@@ -131,3 +131,17 @@ def test_under_torchrun_a_bad_setting_is_one_line_once_and_run_matrix_is_refused
     assert [line for line in matrix.stderr.splitlines() if line.startswith("error: ")] == [
         line for line in matrix.stderr.splitlines() if "run-matrix under torchrun" in line]
     assert "run-matrix under torchrun" in matrix.stderr
+
+
+def test_a_failed_cluster_job_is_recorded_with_the_error_it_raised():
+    from submitit.core.utils import FailedJobError
+
+    from bench.study.launch import job_error
+
+    wrapped = FailedJobError("Job (task=0) failed during processing with trace:\n----------------------\n"
+                             "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                             "ValueError: bptt must be at least 2\n\n----------------------\n"
+                             "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n"
+                             "  - /tmp/x_0_log.err\n  - /tmp/x_0_log.out")
+    assert job_error(wrapped) == "ValueError: bptt must be at least 2"
+    assert job_error(RuntimeError("Job got killed for an unknown reason.")) == "Job got killed for an unknown reason."

@@ -98,6 +98,14 @@ def wait_for(jobs: list, todo: list[list[PlannedRun]]):
         try:
             records = [RunRecord.from_json(r) for r in job.result()]
         except Exception as exc:  # the job itself failed: its log is in the .submitit folder
-            records = [RunRecord(str(chain[0].run_dir), RunStatus.FAILED,
-                                 f"job {job.job_id} failed: {str(exc).strip().splitlines()[-1][:300]}")]
+            records = [RunRecord(str(chain[0].run_dir), RunStatus.FAILED, f"job {job.job_id} failed: {job_error(exc)}")]
         yield chain, records
+
+
+def job_error(exc: Exception) -> str:
+    """The error a failed job raised, in one line: submitit wraps it in a trace between dashed lines, followed by
+    where the logs are; its last line would say only that."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    dashes = [i for i, line in enumerate(lines) if line and set(line) == {"-"}]
+    inside = [line for line in lines[dashes[0] + 1:dashes[1]] if line] if len(dashes) >= 2 else []
+    return (inside[-1] if inside else next((line for line in lines if line), type(exc).__name__))[:300]
