@@ -91,3 +91,17 @@ def test_teacher_forcing():
     for ax in fig.axes:  # the share axis is clipped to [0, 1.05]; the data still say where each line came from
         assert len(_groups_on(ax)) == 1
     assert len(fig.axes) == 2 * len(GROUPS)
+
+
+def test_the_teacher_forcing_caption_is_computed_from_the_profiles():
+    from bench.study.analysis import teacher_forcing_sentence
+
+    profile = {"pieces": [{"pieces": 1, "words": 50, "first_piece_share": 1.0},
+                          {"pieces": 2, "words": 30, "first_piece_share": 0.6},
+                          {"pieces": 3, "words": 10, "first_piece_share": 0.4}],
+               "positions": [{"position": 1, "pieces": 90, "mean_bits": 8.0},
+                             {"position": 2, "pieces": 40, "mean_bits": 9.5}, {"position": 3, "pieces": 10,
+                                                                               "mean_bits": 4.5}]}
+    sentence = teacher_forcing_sentence({("wt2", "chars"): {"lstm bpe:1024": profile}})
+    assert "carries 55-55%" in sentence and "costs 8.50-8.50 bits" in sentence  # (30 x 0.6 + 10 x 0.4) / 40
+    assert "nearly free" not in sentence and teacher_forcing_sentence({}) == ""

@@ -212,6 +212,24 @@ def piece_profile(tokenizer, ids: np.ndarray, token_nll: np.ndarray, max_pieces:
             "first_piece_share_all": float((first[present & (total > 0)] / total[present & (total > 0)]).mean())}
 
 
+def teacher_forcing_sentence(profiles: dict[tuple[str, str], dict[str, dict]]) -> str:
+    """What the piece profiles show, in numbers (the figure's caption states no finding the data do not)."""
+    shares, later = [], []
+    for group in profiles.values():
+        for profile in group.values():
+            multi = [p for p in profile["pieces"] if p["pieces"] >= 2]
+            if words := sum(p["words"] for p in multi):
+                shares.append(sum(p["first_piece_share"] * p["words"] for p in multi) / words)
+            rest = [p for p in profile["positions"] if p["position"] >= 2]
+            if count := sum(p["pieces"] for p in rest):
+                later.append(sum(p["mean_bits"] * p["pieces"] for p in rest) / count)
+    if not shares or not later:
+        return ""
+    return (f"In these runs the first piece of a word of two or more pieces carries {100 * min(shares):.0f}-"
+            f"{100 * max(shares):.0f}% of the word's loss on average, and a later piece costs {min(later):.2f}-"
+            f"{max(later):.2f} bits on average.")
+
+
 def unk_share(tokenizer, ids: np.ndarray, token_nll: np.ndarray) -> dict | None:
     """Share of the total NLL (and of the tokens) that falls on ``<unk>`` targets; None without <unk>."""
     if tokenizer.unk_id is None:

@@ -188,10 +188,8 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
     doc.figure(*_save(figures.teacher_forcing_figure(profiles), out, "3-teacher-forcing"),
                "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
                "mean loss by piece position within the word (for byte and character models: by byte/character). "
-               "A model predicting a word piece by piece pays for most of the word on the first piece; later "
-               "pieces are nearly free under teacher forcing, so a per-piece average is not a per-word cost. "
-               "Late positions exist only in long words, which are rarer and harder: the right panel mixes "
-               "position with word length, most visibly for subword pieces.")
+               + analysis.teacher_forcing_sentence(profiles) + " Late positions exist only in long words, which are "
+               "rarer and harder: the right panel mixes position with word length, most visibly for subword pieces.")
     several = len(profiles) > 1
     doc.table([{"run": k + (f" ({key[0]}, {key[1]})" if several else ""),
                 "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
