@@ -105,3 +105,16 @@ def test_the_teacher_forcing_caption_is_computed_from_the_profiles():
     sentence = teacher_forcing_sentence({("wt2", "chars"): {"lstm bpe:1024": profile}})
     assert "carries 55-55%" in sentence and "costs 8.50-8.50 bits" in sentence  # (30 x 0.6 + 10 x 0.4) / 40
     assert "nearly free" not in sentence and teacher_forcing_sentence({}) == ""
+
+
+def test_a_figure_without_data_is_no_figure():
+    """No large blank placeholder: a figure with nothing to draw raises NoData, and the report says why."""
+    done, logs = _study()
+    one_rule = done[(done["match"] == "chars") & (done["dataset"] == "enwik8")]
+    for draw in (lambda: figures.vocab_sweep_figure(one_rule[one_rule["tokenizer"] == "byte"]),
+                 lambda: figures.teacher_forcing_figure({}),
+                 lambda: figures.closed_vocabulary_figure(one_rule[one_rule["lossless_bool"]], {}),
+                 lambda: figures.learning_curves_figure([(dict(r), []) for _, r in one_rule.iterrows()]),
+                 lambda: figures.matching_figure(one_rule)):
+        with pytest.raises(figures.NoData):
+            draw()

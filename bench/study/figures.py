@@ -55,6 +55,10 @@ def _placeholder(fig: Figure, ax, message: str) -> None:
     ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=10, transform=ax.transAxes)
 
 
+class NoData(Exception):
+    """A figure with nothing to draw: the report leaves it out and says why in one line."""
+
+
 def text_groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
     """The runs of each text and matching rule, (dataset, match) -> rows: every figure draws each group on its
     own axes, so that nothing is ranked, averaged or drawn across texts or rules."""
@@ -140,13 +144,8 @@ def vocab_sweep_figure(df: pd.DataFrame) -> Figure:
         # Bytes are byte-level BPE with no merges: the sweep's 256 point.
         sizes = pd.concat([sizes, df[df["tokenizer"] == "byte"].assign(tokenizer="bpe:256")])
     if sizes.empty or sizes["tokenizer"].nunique() < 2:
-        fig, ax = plt.subplots(figsize=(10, 2.5))
-        lines = ["This matrix has fewer than two subword vocabulary sizes: no sweep to draw",
-                 "(configs/attack.toml sweeps BPE from 512 to 32k)."]
-        lines += [f"{r.model} {r.tokenizer}: {r.test_bits_per_char:.3f} bits/char, per-token perplexity "
-                  f"{r.test_token_perplexity:,.1f}" for r in sizes.itertuples()]
-        _placeholder(fig, ax, "\n".join(lines))
-        return fig
+        raise NoData("the matrix has fewer than two byte-level BPE vocabulary sizes (configs/attack.toml sweeps "
+                     "512 to 32k)")
     sizes["family"] = sizes["tokenizer"].str.split(":").str[0]
     sizes["size"] = sizes["tokenizer"].str.split(":").str[1].astype(int)
     groups = text_groups(sizes)
@@ -174,9 +173,7 @@ def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[str, dict]]) -> 
     """How a word's loss is spread over its pieces (left) and loss by position within the word (right): a row
     per text and matching rule, ``profiles``: (dataset, match) -> "model tokenizer" -> profile."""
     if not profiles:
-        fig, ax = plt.subplots(figsize=(10, 2.5))
-        _placeholder(fig, ax, "No per-token losses were dumped (set dump_token_losses = true in the config).")
-        return fig
+        raise NoData("no per-token losses were saved (dump_token_losses = true saves them)")
     keys = sorted(profiles)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 4.6 * len(keys)), squeeze=False)
     for (left, right), key in zip(axes, keys):
@@ -208,9 +205,7 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
     panel per dataset, each on its closed runs' matching rule."""
     closed = df[df["tokenizer"].str.startswith("word:")]
     if closed.empty:
-        fig, ax = plt.subplots(figsize=(10, 3.8))
-        _placeholder(fig, ax, "This matrix has no closed-vocabulary (word:N) run.")
-        return fig
+        raise NoData("the matrix has no closed-vocabulary (word:N) run")
     keys = sorted({(r.dataset, r.match) for r in closed.itertuples()})
     fig, axes = plt.subplots(len(keys), 1, figsize=(10, 3.8 * len(keys)), squeeze=False)
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
@@ -243,7 +238,7 @@ def learning_curves_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
     """Validation bits per character against training characters seen: one panel per text and matching rule."""
     return _curves_figure(curves, "train_chars", "valid_bits_per_char", "training characters seen (log)",
                           "validation bits per character", "Learning curves (validation on the same first "
-                          "characters of valid for every tokenization)", "No validation was logged.")
+                          "characters of valid for every tokenization)", "no validation was logged")
 
 
 def compute_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
@@ -251,7 +246,7 @@ def compute_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
     return _curves_figure(curves, "train_flops", "valid_bits_per_byte",
                           "training FLOPs (log): the model's FLOPs per token x tokens seen",
                           "validation bits per byte", "Equal compute: validation loss against training compute",
-                          "No validation with training FLOPs was logged.")
+                          "no validation with training FLOPs was logged")
 
 
 def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, y: str, xlabel: str, ylabel: str, title: str,
@@ -259,9 +254,7 @@ def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, y: str, xlabel
     points = [(row, [e for e in log if y in e and x in e]) for row, log in curves]
     points = [(row, log) for row, log in points if log]
     if not points:
-        fig, ax = plt.subplots(figsize=(11, 4.2))
-        _placeholder(fig, ax, empty)
-        return fig
+        raise NoData(empty)
     colors = tokenizer_colors(list({row["tokenizer"] for row, _ in points}))
     keys = sorted({(row["dataset"], row["match"]) for row, _ in points})
     fig, axes = plt.subplots(len(keys), 1, figsize=(11, 4.2 * len(keys)), squeeze=False)
@@ -284,14 +277,13 @@ def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, y: str, xlabel
 
 def matching_figure(df: pd.DataFrame) -> Figure:
     """Bits per character of each tokenization under each matching rule a model was run with."""
-    fig, ax = plt.subplots(figsize=(10, 3.8))
     order = ("tokens", "steps", "flops", "chars")
     both = df.groupby(["model", "dataset"])["match"].nunique()
     pairs = [key for key, n in both.items() if n >= 2]
     if not pairs:
-        _placeholder(fig, ax, "This matrix matches runs by one rule only: add cells with match = \"tokens\" (and "
-                              "\"chars\") to compare rankings.")
-        return fig
+        raise NoData("the matrix matches runs by one rule only (cells with match = \"tokens\" beside \"chars\" "
+                     "compare them)")
+    fig, ax = plt.subplots(figsize=(10, 3.8))
     colors = tokenizer_colors(list(df["tokenizer"].unique()))
     width = 1.0 / len(pairs)
     ticks, labels = [], []

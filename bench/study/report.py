@@ -177,19 +177,19 @@ def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compresso
                flag_legend(_everyone(study)))
     doc.para(_attack_sentence(done))
     doc.heading("2. Vocabulary sweep")
-    doc.figure(*_save(figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep"),
-               "Bits per character and per-token perplexity against the byte-level BPE vocabulary size, one row "
-               "of panels per text and matching rule (means over seeds); the byte runs are the 256 point "
-               "(byte-level BPE with no merges).")
+    _figure(doc, lambda: figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep",
+            "Bits per character and per-token perplexity against the byte-level BPE vocabulary size, one row "
+            "of panels per text and matching rule (means over seeds); the byte runs are the 256 point "
+            "(byte-level BPE with no merges).")
 
 
 def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: dict) -> None:
     doc.heading("3. Teacher forcing inside words")
-    doc.figure(*_save(figures.teacher_forcing_figure(profiles), out, "3-teacher-forcing"),
-               "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
-               "mean loss by piece position within the word (for byte and character models: by byte/character). "
-               + analysis.teacher_forcing_sentence(profiles) + " Late positions exist only in long words, which are "
-               "rarer and harder: the right panel mixes position with word length, most visibly for subword pieces.")
+    _figure(doc, lambda: figures.teacher_forcing_figure(profiles), out, "3-teacher-forcing",
+            "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
+            "mean loss by piece position within the word (for byte and character models: by byte/character). "
+            + analysis.teacher_forcing_sentence(profiles) + " Late positions exist only in long words, which are "
+            "rarer and harder: the right panel mixes position with word length, most visibly for subword pieces.")
     several = len(profiles) > 1
     doc.table([{"run": k + (f" ({key[0]}, {key[1]})" if several else ""),
                 "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
@@ -197,13 +197,12 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
                for key, group in sorted(profiles.items()) for k, v in sorted(group.items())],
               ["run", "mean pieces per word", "share of word loss on first piece"])
     doc.heading("4. Closed vocabulary")
-    doc.figure(*_save(figures.closed_vocabulary_figure(study.done, unk), out, "4-closed-vocabulary"),
-               "Test word perplexity of every run on the text and matching rule of the closed-vocabulary runs "
-               "(one panel each); hatched bars are closed-vocabulary word models (word:N), labelled with the "
-               "share of their loss that falls on <unk>.")
+    _figure(doc, lambda: figures.closed_vocabulary_figure(study.done, unk), out, "4-closed-vocabulary",
+            "Test word perplexity of every run on the text and matching rule of the closed-vocabulary runs "
+            "(one panel each); hatched bars are closed-vocabulary word models (word:N), labelled with the "
+            "share of their loss that falls on <unk>.")
     rows = closed_vocabulary_rows(study.done, unk)
-    if not rows:
-        doc.para("No closed-vocabulary run in this matrix.")
+    if not rows:  # the figure's line says why
         return
     doc.table(rows, list(rows[0]))
     doc.para("**The closed-vocabulary numbers are not comparable.** A word:N model predicts `<unk>` in place of "
@@ -216,24 +215,22 @@ def _training_sections(doc: Document, study: Study, out: Path) -> None:
     done = study.done
     doc.heading("5. Learning curves")
     curves = [(dict(r), study.runs[r["run_dir"]].log) for _, r in done.iterrows()]
-    doc.figure(*_save(figures.learning_curves_figure(curves), out, "5-learning-curves"),
-               "Validation bits per character against training characters seen, one panel per text and "
-               "matching rule. " + flag_legend(done))
+    _figure(doc, lambda: figures.learning_curves_figure(curves), out, "5-learning-curves",
+            "Validation bits per character against training characters seen, one panel per text and "
+            "matching rule. " + flag_legend(done))
     doc.heading("6. Equal tokens vs equal characters")
-    doc.figure(*_save(figures.matching_figure(done), out, "6-matching-rule"),
-               "Test bits per character of each tokenization when runs are matched on equal training tokens and "
-               "context in tokens, and on equal training characters and context in characters. Equal tokens "
-               "give long-token schemes more text and more context.")
-    if done["match"].nunique() < 2:
-        doc.para("This matrix uses one matching rule; no ranking comparison.")
-    elif rows := matching_rows(done):
+    _figure(doc, lambda: figures.matching_figure(done), out, "6-matching-rule",
+            "Test bits per character of each tokenization when runs are matched on equal training tokens and "
+            "context in tokens, and on equal training characters and context in characters. Equal tokens "
+            "give long-token schemes more text and more context.")
+    if done["match"].nunique() > 1 and (rows := matching_rows(done)):
         doc.table(rows, list(rows[0]))
     doc.heading("7. Equal compute")
-    doc.figure(*_save(figures.compute_figure(curves), out, "7-equal-compute"),
-               "Validation bits per byte against training FLOPs (the model's FLOPs per token, forward and backward, "
-               "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
-               "One panel per text and matching rule; `match = \"flops\"` gives every cell of a matrix the same "
-               "training FLOPs.")
+    _figure(doc, lambda: figures.compute_figure(curves), out, "7-equal-compute",
+            "Validation bits per byte against training FLOPs (the model's FLOPs per token, forward and backward, "
+            "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
+            "One panel per text and matching rule; `match = \"flops\"` gives every cell of a matrix the same "
+            "training FLOPs.")
     doc.heading("8. Does the verdict depend on the budget?")
     logs = {d: run.log for d, run in study.runs.items()}
     doc.figure(*_save(convergence.ranking_figure(done, logs), out, "8-ranking-against-budget"),
@@ -285,6 +282,18 @@ def _marginal_section(doc: Document, study: Study) -> None:
               "Carlo standard error). 'canonical, these lines' scores the chosen lines as one stream, each line "
               "from its start, so it differs from the main table's number (the whole split, the run's own "
               "evaluation layout), shown beside it.")
+
+
+def _figure(doc: Document, draw, out: Path, name: str, caption: str) -> None:
+    """A figure, or where it has nothing to draw, one line saying why (and no file of an earlier report left)."""
+    try:
+        fig = draw()
+    except figures.NoData as why:
+        for suffix in (".png", ".svg"):
+            (out / f"{name}{suffix}").unlink(missing_ok=True)
+        doc.para(f"*Figure {name.partition('-')[0]} is left out: {why}.*")
+        return
+    doc.figure(*_save(fig, out, name), caption)
 
 
 def _save(fig, out: Path, name: str) -> tuple[str, bytes]:
