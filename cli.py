@@ -21,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: a flag is shown as a flag, not as an option taking <bool>
 )
 app.add_typer(data.app, name="data")
 app.add_typer(tokenize.app, name="tokenize")

@@ -92,3 +92,10 @@ def test_fetch_and_stats_on_wikitext2(tmp_path, mirror, cli, one_line_error):
     assert all(r["verified"] is False for r in records.values())  # trained on the unverified train split
     listed = cli("data", "list", "--data-dir", data_dir)
     assert "unverified" in listed.stdout
+
+
+def test_flags_are_shown_as_flags_in_help(cli):
+    """`--dry-run <bool>` read as an option taking a value, and `--dry-run true` then failed."""
+    for command in (["run-matrix"], ["train"], ["eval"], ["tokenize", "stats"], ["data", "fetch"]):
+        done = cli(*command, "--help")
+        assert done.returncode == 0 and "<bool>" not in done.stdout, done.stdout

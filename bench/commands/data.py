@@ -11,7 +11,8 @@ import typer
 from bench.commands.common import data_dir_option, parse_pairs, split_list
 from bench.errors import BenchError
 
-app = typer.Typer(help="Corpora: fetch from the official source or a mirror, verify, list.", no_args_is_help=True)
+app = typer.Typer(help="Corpora: fetch from the official source or a mirror, verify, list.", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 
 @app.command("fetch")

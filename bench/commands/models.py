@@ -11,7 +11,8 @@ import typer
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, data_dir_option, parse_pairs,
                                    sizing_dataset_option, sizing_tokenizer_option, vocab_size_option)
 
-app = typer.Typer(help="Model families and their presets: sizes, parameters, FLOPs.", no_args_is_help=True)
+app = typer.Typer(help="Model families and their presets: sizes, parameters, FLOPs.", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 
 @app.command("describe")

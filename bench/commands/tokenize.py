@@ -11,7 +11,8 @@ import typer
 from bench.commands.common import data_dir_option, echo_err, split_list, split_schemes
 from bench.errors import BenchError
 
-app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.", no_args_is_help=True)
+app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.", no_args_is_help=True,
+                  rich_markup_mode=None)
 
 
 @app.command("stats")
