@@ -99,3 +99,11 @@ def test_flags_are_shown_as_flags_in_help(cli):
     for command in (["run-matrix"], ["train"], ["eval"], ["tokenize", "stats"], ["data", "fetch"]):
         done = cli(*command, "--help")
         assert done.returncode == 0 and "<bool>" not in done.stdout, done.stdout
+
+
+def test_speed_figures_are_shown_in_units_that_show_them():
+    from bench.commands.runs import duration, flops_rate
+
+    assert flops_rate(0.0031) == "3.1 GFLOP/s" and flops_rate(412.3) == "412 TFLOP/s"
+    assert flops_rate(2e-7) == "0.2 MFLOP/s"  # never "0.00 TFLOP/s"
+    assert duration(1.81) == "1.81 s" and duration(750) == "12.5 minutes" and duration(3 * 86400) == "3 days"

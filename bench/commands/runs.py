@@ -215,14 +215,30 @@ def speed_command(
     print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
           f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
     mfu = f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] is not None else ""
-    print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({info['train_tflops']:.2f} TFLOP/s{mfu})  "
+    print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({flops_rate(info['train_tflops'])}{mfu})  "
           f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s ({info['eval_over_train']:.1f}x training)")
     warm = info["warmup_seconds"]
     memory = f"; peak memory {info['peak_memory_gb']} GiB" if info["peak_memory_gb"] is not None else ""
     print(f"warm-up ({info['steps_warmup']} untimed steps, compilation included): train {warm['train']:.1f} s, "
           f"eval {warm['eval']:.1f} s{memory}")
     if info["budget_hours"] is not None:
-        print(f"budget: {info['budget_steps']:,} steps, about {info['budget_hours']:.2f} hours of training here")
+        print(f"budget: {info['budget_steps']:,} steps, about {duration(info['budget_hours'] * 3600)} of training "
+              f"here")
+
+
+def flops_rate(tflops: float) -> str:
+    """A FLOP rate in the unit that shows it: 3.1 GFLOP/s on a CPU, 410 TFLOP/s on a GPU."""
+    for unit, scale in (("TFLOP/s", 1.0), ("GFLOP/s", 1e3), ("MFLOP/s", 1e6)):
+        if tflops * scale >= 1 or unit == "MFLOP/s":
+            return f"{tflops * scale:.3g} {unit}"
+
+
+def duration(seconds: float) -> str:
+    """A time in the unit that shows it: 40 s, 12.5 minutes, 3.2 hours, 6.1 days."""
+    for unit, scale in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"
 
 
 def eval_hf_command(
