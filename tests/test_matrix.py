@@ -90,6 +90,7 @@ def test_expansion_includes_and_budgets(toy):
     runs = [r for chain in outcome.chains for r in chain]
     assert all(r.status == "new" and r.params_total > 0 and r.train_flops > 0 for r in runs)
     assert len({r.run_dir.name for r in runs}) == len(runs)
+    assert all(isinstance(r.row()["train_tokens"], int) for r in runs)  # the plan shows 80,120, not "80,119.8"
     # Characters per token measured here on the train file with each run's own tokenizer, not by the planner.
     text = (config_path.parent / "train.txt").read_text()
     for r in runs:

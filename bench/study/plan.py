@@ -54,8 +54,13 @@ class PlannedRun:
         """The run as one line of the dry-run table."""
         return {**self.cell, "phase": self.phase or "", "run": self.run_dir.name if self.run_dir else "-",
                 "status": self.status.value, "params_total": self.params_total,
-                "bptt": self.config.train.bptt if self.config else None, "train_tokens": self.train_tokens,
-                "train_chars": self.train_chars, "train_flops": self.train_flops, "problem": self.problem or ""}
+                "bptt": self.config.train.bptt if self.config else None, "train_tokens": _whole(self.train_tokens),
+                "train_chars": _whole(self.train_chars), "train_flops": self.train_flops, "problem": self.problem or ""}
+
+
+def _whole(count: float | None) -> int | None:
+    """A planned count of tokens or characters, as the whole number it is."""
+    return None if count is None else round(count)
 
 
 def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[PlannedRun]]:
