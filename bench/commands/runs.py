@@ -28,7 +28,8 @@ def train_command(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
     settings: List[str] = typer.Option([], "--set", help=SET_HELP),
     out: Optional[Path] = typer.Option(None, "--out", help="Run folder (default: runs/<model>-<preset>-"
-                                       "<tokenizer>-<dataset>-s<seed>). Running again resumes or reuses it."),
+                                       "<tokenizer>-<dataset>-s<seed>-<run id>, so another setting is another "
+                                       "folder). Running again resumes or reuses it."),
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
