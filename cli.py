@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from bench.commands import data, models, runs, study, tokenize
+from bench.commands import config, data, models, runs, study, tokenize
 from bench.errors import USER_ERRORS, file_system_error
 
 app = typer.Typer(
@@ -26,6 +26,7 @@ app = typer.Typer(
 app.add_typer(data.app, name="data")
 app.add_typer(tokenize.app, name="tokenize")
 app.add_typer(models.app, name="models")
+app.add_typer(config.app, name="config")
 app.command("train")(runs.train_command)
 app.command("eval")(runs.eval_command)
 app.command("sample")(runs.sample_command)

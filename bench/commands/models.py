@@ -37,5 +37,7 @@ def models_describe(
         print(json.dumps(info, indent=2))
         return
     for key, value in info.items():
-        if value is not None:
+        if isinstance(value, dict):
+            print(f"{key}: " + ", ".join(f"{k}={v}" for k, v in value.items()))
+        elif value is not None:
             print(f"{key}: {value:,}" if isinstance(value, int) else f"{key}: {value}")

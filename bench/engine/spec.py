@@ -27,40 +27,41 @@ class TrainConfig:
     context_chars: Optional[int] = None  # if set: bptt = round(context_chars / characters per token)
     seq_jitter: bool = False  # the reference's random segment length (bptt, sometimes halved, plus noise)
     # --- optimisation --------------------------------------------------------------------------
-    optimizer: Literal["lamb", "adamw"] = "adamw"
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-6
+    optimizer: Literal["lamb", "adamw"] = "adamw"  # LAMB (the SHA-RNN paper's) or AdamW
+    lr: float = 1e-3  # peak learning rate
+    weight_decay: float = 0.0  # decoupled weight decay
+    beta1: float = 0.9  # first-moment decay of Adam and LAMB
+    beta2: float = 0.999  # second-moment decay of Adam and LAMB
+    eps: float = 1e-6  # added to the second-moment root
     min_trust: float = 0.25  # LAMB only: floor of the trust ratio
     warmup_steps: int = 0  # linear warmup from 0
-    schedule: Literal["constant", "linear", "cosine"] = "constant"  # after warmup
+    schedule: Literal["constant", "linear", "cosine"] = "constant"  # learning-rate decay after warmup
     min_lr_ratio: float = 0.0  # where linear and cosine decay end, as a fraction of lr
     clip: float = 0.25  # gradient norm clipping (0: off)
-    # --- budget: training stops at the first limit reached (bench.engine.budget) -------------------
-    max_steps: Optional[int] = None
-    max_epochs: Optional[float] = None
+    # --- budget ------------------------------------------------------------------------------------
+    # training stops at the first limit reached (bench.engine.budget)
+    max_steps: Optional[int] = None  # optimizer steps
+    max_epochs: Optional[float] = None  # passes over the train split (fractions allowed)
     max_train_chars: Optional[int] = None  # characters of training text seen
     max_tokens: Optional[int] = None  # tokens of training text seen
-    max_minutes: Optional[float] = None
+    max_minutes: Optional[float] = None  # wall-clock minutes of training (not reproducible: a guard)
     max_train_flops: Optional[float] = None  # training FLOPs (the model's per token, times tokens seen)
     # --- evaluation and bookkeeping ------------------------------------------------------------------
     eval_every: int = 100  # steps between validations (0: only at the end)
     eval_max_chars: Optional[int] = None  # validation during training scores the first N characters (whole lines)
-    eval_max_tokens: Optional[int] = None  # or the first N tokens: not the same text under each tokenization
+    eval_max_tokens: Optional[int] = None  # or the first N tokens (not the same text under each tokenization)
     eval_streams: int = 16  # evaluation lays a split out in this many parallel streams, each from <bos>
     final_eval_streams: Optional[int] = None  # for the final numbers (1: one stream, never restarted; none: the same)
     eval_chunk: Optional[int] = None  # tokens per evaluation forward pass (default bptt); Transformer: stride
-    checkpoint_every: int = 100
-    log_every: int = 10
+    checkpoint_every: int = 100  # steps between checkpoints (resume starts from the last)
+    log_every: int = 10  # steps between training-loss lines in log.jsonl
     dump_token_losses: bool = False  # save each evaluated token's NLL (token_nll.<split>.npy in the run folder)
     init_from: Optional[str] = None  # start from these weights (a checkpoint or run folder), new optimizer
     final_eval_splits: str = "valid,test"  # splits scored in full at the end
     # --- runtime -------------------------------------------------------------------------------------
-    device: str = "auto"  # auto, cpu, cuda, cuda:N, mps
+    device: str = "auto"  # where to run: auto, cpu, cuda, cuda:N, mps
     threads: Optional[int] = None  # CPU threads (none: $OMP_NUM_THREADS, else the free cores per run at a time)
-    precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA
+    precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA, else float32
     compile: bool = False  # torch.compile the parts each model names (LanguageModel.compile_parts)
 
     def __post_init__(self) -> None:

@@ -27,7 +27,7 @@ class LSTMConfig:
     vocab_size: int = 256  # set from the tokenizer when a run is resolved
     emsize: int = 400  # embedding width, and the last LSTM's width (the softmax shares the embedding)
     nhid: int = 1150  # width of the other LSTM layers
-    nlayers: int = 3
+    nlayers: int = 3  # stacked LSTM layers
     dropout: float = 0.1  # locked dropout on the last layer's output
     dropouth: float = 0.1  # locked dropout between LSTM layers
     dropouti: float = 0.1  # locked dropout on the embeddings

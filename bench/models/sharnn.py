@@ -69,8 +69,8 @@ class SHARNNConfig:
     vocab_size: int = 256  # set from the tokenizer when a run is resolved
     emsize: int = 1024  # E: embedding, LSTM and attention width
     nhid: int = 4096  # H: the Boom layer's inner width, a multiple of E
-    nlayers: int = 4
-    attention: Attention = "second-last"
+    nlayers: int = 4  # SHA-RNN blocks (LSTM, optional attention, Boom)
+    attention: Attention = "second-last"  # which blocks have the single attention head
     dropout: float = 0.1  # on the last block's output
     dropouth: float = 0.1  # inside blocks: after LSTM, attention, Boom; on query, value, attention weights
     dropouti: float = 0.1  # on the input embeddings

@@ -30,13 +30,13 @@ from bench.models.common import LanguageModel, State, check_ranges
 @dataclass
 class TransformerConfig:
     vocab_size: int = 256  # set from the tokenizer when a run is resolved
-    d_model: int = 512
-    nlayers: int = 8
-    nheads: int = 8
-    mlp_ratio: float = 4.0
+    d_model: int = 512  # residual stream width
+    nlayers: int = 8  # decoder blocks
+    nheads: int = 8  # attention heads per block (d_model must be a multiple)
+    mlp_ratio: float = 4.0  # MLP hidden width as a multiple of d_model
     context: int = 1024  # longest window (positions) the model sees
-    positions: Literal["learned", "rotary"] = "rotary"
-    dropout: float = 0.1
+    positions: Literal["learned", "rotary"] = "rotary"  # position encoding
+    dropout: float = 0.1  # on attention weights, residual branches and embeddings
 
     def __post_init__(self) -> None:
         check_ranges(self, positive=("vocab_size", "d_model", "nlayers", "nheads", "mlp_ratio", "context"),
