@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from matplotlib.collections import PathCollection
 
 from bench.study import convergence, figures
 
@@ -27,8 +28,9 @@ def _study() -> tuple[pd.DataFrame, dict[str, list[dict]]]:
                     base = 10 * g + 1 + 0.5 * t + 0.1 * seed  # within [10 g + 1, 10 g + 4]
                     rows.append(dict(model=model, tokenizer=tokenizer, dataset=dataset, match=match, seed=seed,
                                      flags="", run_dir=run_dir, lossless_bool=not tokenizer.startswith("word:"),
-                                     test_bits_per_char=base, test_token_perplexity=base + 2,
-                                     test_word_perplexity=base + 4, test_n_chars=100, test_n_words=20))
+                                     test_bits_per_char=base, test_bits_per_byte=base + 0.05,
+                                     test_token_perplexity=base + 2, test_word_perplexity=base + 4, test_n_chars=100,
+                                     test_n_bytes=102, test_n_words=20))
                     logs[run_dir] = [dict(step=k, train_chars=1000 * 2 ** k, train_flops=1e9 * 2 ** k,
                                           valid_bits_per_char=base + 4 - k, valid_bits_per_byte=base + 4.5 - k)
                                      for k in range(4)]
@@ -43,7 +45,10 @@ def _groups_on(ax) -> set[int]:
         if ys != [0, 1]:  # axvline: axes coordinates, not data
             values += ys
     for collection in ax.collections:
-        values += [y for _, y in collection.get_offsets()]
+        if isinstance(collection, PathCollection):  # markers
+            values += [y for _, y in collection.get_offsets()]
+        else:  # error bars and interval bands: their vertices
+            values += [y for path in collection.get_paths() for _, y in path.vertices]
     values += [patch.get_height() for patch in ax.patches]
     return {int(v // 10) for v in values}
 
@@ -111,7 +116,9 @@ def test_a_figure_without_data_is_no_figure():
     """No large blank placeholder: a figure with nothing to draw raises NoData, and the report says why."""
     done, logs = _study()
     one_rule = done[(done["match"] == "chars") & (done["dataset"] == "enwik8")]
+    two_sizes = one_rule[one_rule["tokenizer"].isin(["byte", "bpe:1024"])]  # a line through two points: no trend
     for draw in (lambda: figures.vocab_sweep_figure(one_rule[one_rule["tokenizer"] == "byte"]),
+                 lambda: figures.vocab_sweep_figure(two_sizes),
                  lambda: figures.teacher_forcing_figure({}),
                  lambda: figures.closed_vocabulary_figure(one_rule[one_rule["lossless_bool"]], {}),
                  lambda: figures.learning_curves_figure([(dict(r), []) for _, r in one_rule.iterrows()]),

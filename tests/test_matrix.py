@@ -251,7 +251,7 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
                 assert (out / f"{k}-{name}.{ext}").stat().st_size > 1000
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 7
-    assert "Figure 2 is left out: the matrix has fewer than two byte-level BPE vocabulary sizes" in page
+    assert "Figure 2 is left out: the matrix has fewer than three byte-level BPE vocabulary sizes" in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external requests
     assert "<link" not in page and "<script" not in page
     md = (out / "report.md").read_text()
@@ -336,7 +336,7 @@ def test_the_attack_sentence_and_figure_never_pool_texts_or_matching_rules():
         "wikitext-2, matched on tokens"]
     assert "x10)" in text and "x20)" not in text  # 4 to 40 within each group; 2 to 40 only if pooled
     assert "word:8192" not in text  # the lossy run is never a winner
-    fig = figures.attack_figure(done, {"enwik8": [("gzip -9", 1.5)]})
+    fig = figures.attack_figure(done, {"enwik8": [("gzip -9", 1.5)]}, figures.FigureStyle.of(done["tokenizer"], "char"))
     assert len(fig.axes) == 8 and sum("enwik8" in ax.get_title() for ax in fig.axes) == 4
     lines = [ax for ax in fig.axes if any(line.get_linestyle() == ":" for line in ax.get_lines())]
     assert all("enwik8" in ax.get_title() for ax in lines) and len(lines) == 4

@@ -163,15 +163,17 @@ def test_holm_adjusts_the_family_together():
 def test_the_vocabulary_sweep_never_pools_matching_rules():
     import pandas as pd
 
-    from bench.study.figures import vocab_sweep_figure
+    from bench.study.figures import FigureStyle, vocab_sweep_figure
 
     rows = [{"model": "lstm", "tokenizer": t, "match": m, "dataset": "wikitext-2", "test_bits_per_char": b,
              "test_token_perplexity": p, "flags": ""}
             for t, m, b, p in [("byte", "chars", 3.0, 8.0), ("bpe:512", "chars", 2.6, 40.0),
-                               ("byte", "tokens", 3.2, 9.0), ("bpe:512", "tokens", 2.4, 35.0)]]
-    fig = vocab_sweep_figure(pd.DataFrame(rows))
+                               ("bpe:1024", "chars", 2.5, 60.0), ("byte", "tokens", 3.2, 9.0),
+                               ("bpe:512", "tokens", 2.4, 35.0), ("bpe:1024", "tokens", 2.3, 50.0)]]
+    done = pd.DataFrame(rows)
+    fig = vocab_sweep_figure(done, FigureStyle.of(done["tokenizer"], "char"))
     lines = [{line.get_label(): list(line.get_ydata()) for line in ax.get_lines()} for ax in fig.axes[::2]]
-    assert lines == [{"lstm bpe": [3.0, 2.6]}, {"lstm bpe": [3.2, 2.4]}]  # a row of panels per rule
+    assert lines == [{"lstm bpe": [3.0, 2.6, 2.5]}, {"lstm bpe": [3.2, 2.4, 2.3]}]  # a row of panels per rule
     assert "matched on chars" in fig.axes[0].get_title() and "matched on tokens" in fig.axes[2].get_title()
 
 

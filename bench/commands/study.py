@@ -77,9 +77,11 @@ def run_matrix_command(
 def report_command(
     results: Path = typer.Argument(..., metavar="RESULTS_DIR", help="A matrix's results folder (with runs.csv)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<matrix name>)."),
+    metric: str = typer.Option("byte", "--metric", help="The loss every figure draws: byte (bits per byte) or char "
+                               "(bits per character). The tables show both."),
 ) -> None:
     """Write report.md, a self-contained report.html and every figure (PNG and SVG) from a matrix's results."""
     from bench.study.report import build_report
 
-    path = build_report(results, out)
+    path = build_report(results, out, metric)
     print(f"report: {path} (and {path.with_suffix('.html')})")

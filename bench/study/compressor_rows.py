@@ -68,11 +68,12 @@ def reference_rows(baselines: StudyBaselines, done: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def figure_lines(baselines: StudyBaselines, done: pd.DataFrame) -> dict[str, list[tuple[str, float]]]:
-    """Per dataset, (label, bits per character) of gzip -9 alone and of the best compressor primed with train."""
+def figure_lines(baselines: StudyBaselines, done: pd.DataFrame, metric) -> dict[str, list[tuple[str, float]]]:
+    """Per dataset, (label, value in the figures' metric) of gzip -9 alone and of the best compressor primed with
+    train."""
     lines = {}
     for dataset, table in baselines.tables.items():
-        chars_per_byte = _chars_per_byte(done, dataset)
+        chars_per_byte = _chars_per_byte(done, dataset) if metric.name == "char" else 1.0
         gzip = next(b for b in table.baselines if b.method == "gzip -9")
         best = table.best_primed("test")
         lines[dataset] = [(f"gzip -9, test alone ({gzip.bits_per_byte_cold:.3f} bits/byte)",

@@ -33,10 +33,9 @@ class Trend:
         return "still improving" if self.gain > IMPROVING else "converged"
 
 
-def validations(log: list[dict], x: str = "train_chars") -> list[tuple[float, float]]:
-    """(x, validation bits per byte) of each validation in a run's log, in order of x."""
-    return sorted((float(e[x]), float(e["valid_bits_per_byte"])) for e in log
-                  if "valid_bits_per_byte" in e and e.get(x))
+def validations(log: list[dict], x: str = "train_chars", y: str = "valid_bits_per_byte") -> list[tuple[float, float]]:
+    """(x, validation loss: bits per byte unless ``y`` says) of each validation in a run's log, in order of x."""
+    return sorted((float(e[x]), float(e[y])) for e in log if y in e and e.get(x))
 
 
 def last_doubling(log: list[dict]) -> Trend | None:
@@ -97,19 +96,17 @@ def crossovers(curves: dict[str, list[tuple[float, float]]]) -> list[float]:
     return [float(grid[i]) for i in range(1, len(grid)) if ranks[i] != ranks[i - 1]]
 
 
-def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]]) -> Figure:
-    """Per model (columns): validation bits per byte of each tokenization against training characters and FLOPs
-    (a pair of rows per text and matching rule, never drawn or ranked together), one thin line per seed; dotted
-    verticals where the ranking of the seed-mean curves changes (closed vocabularies are not ranked)."""
-    import matplotlib.pyplot as plt
+def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]], style=None) -> Figure:
+    """Per model (columns): validation loss (the style's metric) of each tokenization against training characters
+    and FLOPs (a pair of rows per text and matching rule, never drawn or ranked together), one thin line per seed;
+    dotted verticals where the ranking of the seed-mean curves changes (closed vocabularies are not ranked)."""
+    from bench.study.figure_style import group_title, log_axis, plt, style_for, text_groups
 
-    from bench.study.figures import MARKERS, _placeholder, group_title, text_groups, tokenizer_colors
-
+    style = style_for(done, style)
     models = sorted(done["model"].unique())
     groups = text_groups(done)
     fig, axes = plt.subplots(2 * len(groups), len(models), figsize=(4.2 * len(models), 3.2 * 2 * len(groups)),
                              squeeze=False)
-    colors = tokenizer_colors(list(done["tokenizer"].unique()))
     for g, (key, cell) in enumerate(groups):
         for col, model in enumerate(models):
             runs = cell[cell["model"] == model]
@@ -117,13 +114,15 @@ def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]]) -> Figure:
                 if runs.empty:  # this model was not run on this text and rule
                     ax.axis("off")
                     continue
-                _ranking_panel(ax, runs, logs, x, colors, MARKERS.get(model, "D"))
+                _ranking_panel(ax, runs, logs, x, style, model)
                 if not ax.lines:
-                    _placeholder(fig, ax, f"{group_title(key, len(groups))}{model}: no validation logged")
+                    ax.axis("off")
+                    ax.text(0.5, 0.5, f"{group_title(key, len(groups))}{model}: no validation logged",
+                            ha="center", va="center", fontsize=9, transform=ax.transAxes)
                     continue
-                _compact_log_axis(ax)
+                log_axis(ax, "x", narrow=True)
                 ax.set_xlabel("training characters (log)" if x == "train_chars" else "training FLOPs (log)")
-                ax.set_ylabel("validation bits per byte")
+                ax.set_ylabel(f"validation {style.metric.label}")
                 ax.set_title(group_title(key, len(groups)) + model, fontsize=9)
                 ax.legend(fontsize=6.5, frameon=False)
     fig.suptitle("Does the verdict depend on the budget? Each model's tokenizations against training characters "
@@ -132,32 +131,21 @@ def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]]) -> Figure:
     return fig
 
 
-def _ranking_panel(ax, runs: pd.DataFrame, logs: dict[str, list[dict]], x: str, colors: dict, marker: str) -> None:
+def _ranking_panel(ax, runs: pd.DataFrame, logs: dict[str, list[dict]], x: str, style, model: str) -> None:
     """One model's runs on one text and matching rule: a line per seed, dotted verticals at ranking changes."""
-    from bench.study.figures import tokenizer_order
+    from bench.study.figure_style import MARKERS, tokenizer_order
 
     means = {}
     for tokenizer, group in sorted(runs.groupby("tokenizer"), key=lambda kv: tokenizer_order(kv[0])):
-        curves = [validations(logs[d], x) for d in group["run_dir"]]
+        curves = [validations(logs[d], x, style.metric.valid()) for d in group["run_dir"]]
         for points in curves:
             if points:
-                ax.plot(*zip(*points), color=colors[tokenizer], lw=0.9, marker=marker, ms=2.5,
-                        label=tokenizer if points is curves[0] else None)
+                ax.plot(*zip(*points), color=style.colors[tokenizer], lw=0.9, marker=MARKERS.get(model, "D"),
+                        ms=2.5, label=tokenizer if points is curves[0] else None)
         if group["lossless_bool"].all():  # a closed vocabulary is not ranked with the rest
             means[tokenizer] = _mean_curve([c for c in curves if len(c) >= 2])
     for change in crossovers({k: v for k, v in means.items() if v}):
         ax.axvline(change, color="0.4", ls=":", lw=0.9)
-
-
-def _compact_log_axis(ax) -> None:
-    """A log x axis labelled 8M, 20M, 5e+14: long numbers would overlap on a short span."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(
-        lambda v, _: f"{v / 1e6:g}M" if 1e5 <= v < 1e11 else f"{v:.0e}" if v >= 1e11 else f"{v:g}"))
-    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _mean_curve(curves: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:

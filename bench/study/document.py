@@ -8,17 +8,24 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass, field
 
 from bench.tables import format_value, markdown_table
 
+ITALICS = re.compile(r"(?<![*\w])\*(?![\s*])([^*]+?)(?<![\s*])\*(?![*\w])")
+INTERVAL = re.compile(r"^(.*?)(?: (\[[^\]]*\]))?$", re.S)
 STYLE = ("body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1100px;margin:2em auto;"
          "padding:0 1em;color:#222;line-height:1.45}table{border-collapse:collapse;margin:1em 0;"
-         "font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}"
+         "font-size:13px}th,td{border:1px solid #ccc;padding:3px 5px;text-align:right}"
          "th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}caption{text-align:left;"
          "font-style:italic;padding:4px 0}img{max-width:100%}figure{margin:1.5em 0}"
          "figcaption{font-style:italic;font-size:13px}pre{background:#f6f6f6;padding:8px;overflow:auto;"
-         "font-size:12px}code{background:#f3f3f3;padding:0 3px}")
+         "font-size:12px}code{background:#f3f3f3;padding:0 3px}"
+         "td{white-space:nowrap}td.text{white-space:normal;min-width:7em}.ci{color:#666;font-size:11px}"
+         # a table wider than the text column uses the window's width, and scrolls sideways beyond it
+         ".wide{width:calc(100vw - 3em);margin-left:calc(50% - 50vw + 1.5em);overflow-x:auto}"
+         ".wide table{margin:1em auto}.wide caption{max-width:1100px;margin:auto}")
 
 
 @dataclass
@@ -82,10 +89,11 @@ class Document:
             elif kind == "table":
                 rows, columns, caption = block[1:]
                 head = "".join(f"<th>{esc(c)}</th>" for c in columns)
-                cells = "".join("<tr>" + "".join(f"<td>{esc(format_value(r.get(c)))}</td>" for c in columns)
-                                + "</tr>" for r in rows)
+                cells = "".join("<tr>" + "".join(_cell(format_value(r.get(c))) for c in columns) + "</tr>"
+                                for r in rows)
                 cap = f"<caption>{_inline(caption)}</caption>" if caption else ""
-                body.append(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
+                body.append(f'<div class="wide"><table>{cap}<thead><tr>{head}</tr></thead><tbody>{cells}</tbody>'
+                            "</table></div>")
             elif kind == "figure":
                 name, png, caption = block[1:]
                 data = base64.b64encode(png).decode("ascii")
@@ -98,9 +106,19 @@ class Document:
 
 
 def _inline(text: str) -> str:
-    """Markdown inline code (`x`) and bold (**x**) to HTML; everything else escaped."""
+    """Markdown inline code (`x`), bold (**x**) and italics (*x*) to HTML; everything else escaped."""
     out = html.escape(text)
     parts = out.split("`")
     out = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
     parts = out.split("**")
-    return "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+    out = "".join(f"<strong>{p}</strong>" if i % 2 else p for i, p in enumerate(parts))
+    return ITALICS.sub(r"<em>\1</em>", out)
+
+
+def _cell(text: str) -> str:
+    """A table cell: a number never breaks, an interval after it goes on a line of its own in small type, and
+    words (a note, a label) wrap."""
+    value, interval = INTERVAL.match(text).groups()
+    words = sum(bool(re.search(r"[^\W\d_]{2,}", w)) for w in value.split()) >= 2 and "±" not in value
+    return (f'<td{" class=text" if words else ""}>{_inline(value)}'
+            + (f'<br><span class="ci">{html.escape(interval)}</span>' if interval else "") + "</td>")

@@ -1,106 +1,51 @@
 """The report's figures (matplotlib, no display needed). Each function returns a Figure.
 
-Conventions: one colour per tokenization, one marker per model; hollow markers
-for lossy tokenizations; the report's flags (†, ‡, §) beside each tokenization in
-the legends.
+Conventions (bench.study.figure_style): one colour per tokenization, the same in every figure of a report; one
+marker and line style per model; hollow markers for lossy tokenizations; the report's flags (†, ‡, §) beside
+each tokenization in the legends; one metric, bits per byte or per character (``bench report --metric``); a
+point is the mean over seeds with its 95% interval over seeds as an error bar (a band on curves).
 """
 
 from __future__ import annotations
 
-import math
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-import matplotlib
+from bench.study.figure_style import (LINESTYLES, MARKERS, FigureStyle, NoData, errors_of, group_title, legend,
+                                     log_axis, plt, save, seed_means, style_for, text_groups, tokenizer_order)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+__all__ = ["FigureStyle", "NoData", "attack_figure", "closed_vocabulary_figure", "compute_figure",
+           "learning_curves_figure", "matching_figure", "save", "teacher_forcing_figure", "vocab_sweep_figure"]
 
-MARKERS = {"sha-rnn": "o", "lstm": "s", "transformer": "^"}
-plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axes.grid": True,
-                     "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False})
+PERPLEXITIES = ("test_token_perplexity", "test_word_perplexity")
 
 
-def tokenizer_colors(tokenizers: list[str]) -> dict[str, tuple]:
-    cmap = plt.get_cmap("tab10" if len(tokenizers) <= 10 else "tab20")
-    return {t: cmap(i % cmap.N) for i, t in enumerate(sorted(tokenizers, key=tokenizer_order))}
+def _points(ax, cells: pd.DataFrame, x: str, y: str, style: FigureStyle) -> None:
+    """Each cell's seed mean (hollow: a lossy tokenization, not comparable) and its interval over seeds."""
+    for _, c in cells.iterrows():
+        color = style.colors[c["tokenizer"]]
+        filled = bool(c.get("lossless_bool", True))
+        ax.scatter(c[x], c[y], marker=MARKERS.get(c["model"], "D"), s=42, linewidths=1.2,
+                   facecolors=color if filled else "none", edgecolors=color, zorder=3)
+    spread = cells[cells["seeds"] > 1]
+    if not spread.empty:
+        for _, c in spread.iterrows():
+            ax.errorbar(c[x], c[y], xerr=errors_of(pd.Series([c.get(f"{x}_err", 0.0)])),
+                        yerr=errors_of(pd.Series([c[f"{y}_err"]])), fmt="none", ecolor=style.colors[c["tokenizer"]],
+                        elinewidth=1.0, capsize=2.5)
 
 
-def tokenizer_order(name: str):
-    family, _, size = name.partition(":")
-    order = {"byte": 0, "char": 1, "bpe": 2, "sp-bpe": 3, "sp-unigram": 4, "word-open": 5, "word": 6}
-    return (order.get(family, 9), int(size) if size.isdigit() else 0, name)
-
-
-def _log_axis(ax, axis: str = "y") -> None:
-    """A log scale labelled with plain numbers (1,000 rather than 10^3), with enough ticks for short ranges.
-
-    Call it after plotting: the tick density follows the data's span.
-    """
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
-    span = math.log10(max(high, 1e-12) / max(low, 1e-12))
-    subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0) if span < 1 else (1.0, 2.0, 5.0) if span < 2.5 else (1.0,)
-    target = ax.yaxis if axis == "y" else ax.xaxis
-    target.set_major_locator(LogLocator(base=10, subs=subs))
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:.3g}"))
-    target.set_minor_formatter(NullFormatter())
-
-
-def _placeholder(fig: Figure, ax, message: str) -> None:
-    ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=10, transform=ax.transAxes)
-
-
-class NoData(Exception):
-    """A figure with nothing to draw: the report leaves it out and says why in one line."""
-
-
-def text_groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
-    """The runs of each text and matching rule, (dataset, match) -> rows: every figure draws each group on its
-    own axes, so that nothing is ranked, averaged or drawn across texts or rules."""
-    return list(df.groupby(["dataset", "match"], sort=True, dropna=False)) or [(("", ""), df)]
-
-
-def group_title(key: tuple[str, str], groups: int) -> str:
-    """'wikitext-2, matched on chars: ' when a figure has several groups, else nothing."""
-    return f"{key[0]}, matched on {key[1]}: " if groups > 1 else ""
-
-
-def _flags_of(df: pd.DataFrame, tokenizer: str) -> str:
-    flags = "".join(sorted(set("".join(df.loc[df["tokenizer"] == tokenizer, "flags"]))))
-    return f" {flags}" if flags else ""
-
-
-def _legend(ax, df: pd.DataFrame, colors: dict, extra: list | None = None) -> None:
-    from matplotlib.lines import Line2D
-
-    handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + _flags_of(df, t))
-               for t in sorted(df["tokenizer"].unique(), key=tokenizer_order)]
-    handles += [Line2D([], [], color="0.3", marker=MARKERS.get(m, "D"), ls="", label=m)
-                for m in sorted(df["model"].unique())]
-    ax.legend(handles=handles + (extra or []), fontsize=7, loc="best", frameon=False)
-
-
-def _scatter(ax, df: pd.DataFrame, x: str, y: str, colors: dict) -> None:
-    for _, r in df.iterrows():
-        filled = bool(r["lossless_bool"])  # hollow: a lossy tokenization, not comparable
-        ax.scatter(r[x], r[y], marker=MARKERS.get(r["model"], "D"), s=42, linewidths=1.2,
-                   facecolors=colors[r["tokenizer"]] if filled else "none", edgecolors=colors[r["tokenizer"]])
-
-
-def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, float]]] | None = None) -> Figure:
-    """Per-token perplexity against bits per character: the tokenization attack, one row of two panels per text
-    and matching rule (never pooled); ``compressor_lines`` (dataset -> (label, bits per character)) are drawn
-    as dotted vertical lines on that dataset's panels."""
+def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, float]]] | None = None,
+                  style: FigureStyle | None = None) -> Figure:
+    """Per-token perplexity against the metric: the tokenization attack, one row of two panels per text and
+    matching rule (never pooled); ``compressor_lines`` (dataset -> (label, value in the metric)) are drawn as
+    dotted vertical lines on that dataset's panels."""
+    style = style_for(df, style)
     groups = text_groups(df)
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 4.2 * len(groups)), squeeze=False)
-    colors = tokenizer_colors(list(df["tokenizer"].unique()))
     for (left, right), (key, group) in zip(axes, groups):
-        _attack_panels(left, right, group, colors, (compressor_lines or {}).get(key[0], []), key[0],
+        _attack_panels(left, right, group, style, (compressor_lines or {}).get(key[0], []), key[0],
                        group_title(key, len(groups)))
     fig.suptitle("The tokenization attack: the same models ranked by per-token and by per-word perplexity "
                  "(hollow: lossy tokenization, not comparable)", fontsize=10)
@@ -108,85 +53,98 @@ def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, 
     return fig
 
 
-def _attack_panels(left, right, df: pd.DataFrame, colors: dict, lines: list[tuple[str, float]], dataset: str,
+def _attack_panels(left, right, df: pd.DataFrame, style: FigureStyle, lines: list[tuple[str, float]], dataset: str,
                    where: str) -> None:
     from matplotlib.lines import Line2D
 
+    metric = style.metric.test()
     extra = []
-    for (label, bits_per_char), style in zip(lines, (":", "-.")):
+    for (label, value), linestyle in zip(lines, (":", "-.")):
         for ax in (left, right):
-            ax.axvline(bits_per_char, color="C7", ls=style, lw=1.0)
-        extra.append(Line2D([], [], color="C7", ls=style, lw=1.0, label=f"{dataset}: {label}"))
-    _scatter(left, df, "test_bits_per_char", "test_token_perplexity", colors)
-    _log_axis(left)
-    left.set_xlabel("test bits per character (lower is better)")
-    left.set_ylabel("test per-token perplexity (log scale)")
-    left.set_title(where + "per-token perplexity depends on the tokenizer", fontsize=9)
-    _legend(left, df, colors, extra)
-    _scatter(right, df, "test_bits_per_char", "test_word_perplexity", colors)
-    _log_axis(right)
-    right.set_xlabel("test bits per character (lower is better)")
-    right.set_ylabel("test word perplexity (log scale)")
-    right.set_title(where + "normalized per word, the ranking of bits/char", fontsize=9)
-    # On one text, word perplexity is a fixed function of bits per character.
-    chars_per_word = float((df["test_n_chars"] / df["test_n_words"]).iloc[0])
-    xs = np.linspace(df["test_bits_per_char"].min() * 0.97, df["test_bits_per_char"].max() * 1.03, 50)
-    right.plot(xs, 2 ** (xs * chars_per_word), color="0.6", lw=0.8, ls="--",
-               label=f"{dataset}: 2^(bpc x {chars_per_word:.2f} chars/word)")
+            ax.axvline(value, color="C7", ls=linestyle, lw=1.0)
+        extra.append(Line2D([], [], color="C7", ls=linestyle, lw=1.0, label=f"{dataset}: {label}"))
+    cells = seed_means(df, [metric, *PERPLEXITIES], log=PERPLEXITIES)
+    for ax, y, label, title in ((left, "test_token_perplexity", "test per-token perplexity (log scale)",
+                                 "per-token perplexity depends on the tokenizer"),
+                                (right, "test_word_perplexity", "test word perplexity (log scale)",
+                                 f"normalized per word, the ranking of {style.metric.label}")):
+        _points(ax, cells, metric, y, style)
+        log_axis(ax)
+        ax.set_xlabel(f"test {style.metric.label} (lower is better)")
+        ax.set_ylabel(label)
+        ax.set_title(where + title, fontsize=9)
+    legend(left, df, style.colors, extra)
+    # On one text, word perplexity is a fixed function of the metric.
+    per_word = float((df[style.metric.count()] / df["test_n_words"]).iloc[0])
+    xs = np.linspace(df[metric].min() * 0.97, df[metric].max() * 1.03, 50)
+    right.plot(xs, 2 ** (xs * per_word), color="0.6", lw=0.8, ls="--",
+               label=f"{dataset}: 2^({style.metric.label} x {per_word:.2f} {style.metric.unit}/word)")
     right.legend(fontsize=7, frameon=False, loc="upper left")
 
 
-def vocab_sweep_figure(df: pd.DataFrame) -> Figure:
-    """Bits per character and per-token perplexity against the subword vocabulary size: one row of panels per
-    text and matching rule."""
+def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Figure:
+    """The metric and per-token perplexity against the subword vocabulary size: one row of panels per text and
+    matching rule; a grey line per model and family through points in each tokenization's colour."""
+    style = style_for(df, style)
+    metric = style.metric.test()
     sizes = df[df["tokenizer"].str.contains(r"^(?:bpe|sp-bpe|sp-unigram):", regex=True)].copy()
     if not sizes.empty and (df["tokenizer"] == "byte").any():
-        # Bytes are byte-level BPE with no merges: the sweep's 256 point.
-        sizes = pd.concat([sizes, df[df["tokenizer"] == "byte"].assign(tokenizer="bpe:256")])
-    if sizes.empty or sizes["tokenizer"].nunique() < 2:
-        raise NoData("the matrix has fewer than two byte-level BPE vocabulary sizes (configs/attack.toml sweeps "
-                     "512 to 32k)")
+        # Bytes are byte-level BPE with no merges: the sweep's 256 point (drawn in the byte colour).
+        sizes = pd.concat([sizes, df[df["tokenizer"] == "byte"].assign(tokenizer="bpe:256", colour_of="byte")])
+    if sizes.empty or sizes["tokenizer"].nunique() < 3:  # a line through two points is not a trend
+        raise NoData("the matrix has fewer than three byte-level BPE vocabulary sizes (bytes count as 256; "
+                     "configs/attack.toml sweeps 512 to 32k); the main table compares the sizes it has")
+    sizes["colour_of"] = sizes.get("colour_of", pd.Series(index=sizes.index, dtype=object)).fillna(sizes["tokenizer"])
     sizes["family"] = sizes["tokenizer"].str.split(":").str[0]
     sizes["size"] = sizes["tokenizer"].str.split(":").str[1].astype(int)
     groups = text_groups(sizes)
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 3.8 * len(groups)), squeeze=False)
     for (left, right), (key, group) in zip(axes, groups):
-        for (model, family), cell in group.groupby(["model", "family"]):  # the mean over seeds only
-            g = cell.groupby("size")[["test_bits_per_char", "test_token_perplexity"]].mean().sort_index()
-            for ax, column in ((left, "test_bits_per_char"), (right, "test_token_perplexity")):
-                ax.plot(g.index, g[column], marker=MARKERS.get(model, "D"), label=f"{model} {family}")
+        cells = seed_means(group, [metric, "test_token_perplexity"], log=("test_token_perplexity",),
+                           by=("model", "family", "size", "colour_of")).sort_values("size")
+        for (model, family), line in cells.groupby(["model", "family"], sort=True):
+            for ax, column in ((left, metric), (right, "test_token_perplexity")):
+                ax.plot(line["size"], line[column], color="0.55", ls=LINESTYLES.get(model, ":"), lw=1,
+                        label=f"{model} {family}")
+                _points(ax, line.assign(tokenizer=line["colour_of"]), "size", column, style)
         for ax in (left, right):
             ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted(cells["size"].unique()), [f"{v:,}" for v in sorted(cells["size"].unique())])
+            ax.minorticks_off()
             ax.set_xlabel("vocabulary size")
-        left.set_ylabel("test bits per character")
+        left.set_ylabel(f"test {style.metric.label}")
         right.set_ylabel("test per-token perplexity (log)")
-        _log_axis(right)
+        log_axis(right)
         where = group_title(key, len(groups))
-        left.set_title(where + "comparable: bits per character", fontsize=9)
+        left.set_title(where + f"comparable: {style.metric.label}", fontsize=9)
         right.set_title(where + "not comparable: per-token perplexity", fontsize=9)
         left.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
 
 
-def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[str, dict]]) -> Figure:
+def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[str, dict]],
+                           style: FigureStyle | None = None) -> Figure:
     """How a word's loss is spread over its pieces (left) and loss by position within the word (right): a row
     per text and matching rule, ``profiles``: (dataset, match) -> "model tokenizer" -> profile."""
     if not profiles:
         raise NoData("no per-token losses were saved (dump_token_losses = true saves them)")
+    if style is None:
+        style = FigureStyle.of({label.split(" ")[-1] for group in profiles.values() for label in group})
     keys = sorted(profiles)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 4.6 * len(keys)), squeeze=False)
     for (left, right), key in zip(axes, keys):
         group = profiles[key]
         for label in sorted(group, key=lambda k: tokenizer_order(k.split(" ")[-1])):
+            model, tokenizer = label.rsplit(" ", 1)
+            look = dict(color=style.colors[tokenizer], ls=LINESTYLES.get(model, ":"), marker=MARKERS.get(model, "D"),
+                        label=label)
             pieces = group[label]["pieces"]
             if pieces:
-                left.plot([p["pieces"] for p in pieces], [p["first_piece_share"] for p in pieces], marker="o",
-                          label=label)
+                left.plot([p["pieces"] for p in pieces], [p["first_piece_share"] for p in pieces], **look)
             positions = group[label]["positions"]
             if len(positions) > 1:
-                right.plot([p["position"] for p in positions], [p["mean_bits"] for p in positions], marker=".",
-                           label=label)
+                right.plot([p["position"] for p in positions], [p["mean_bits"] for p in positions], ms=3, **look)
         where = group_title(key, len(keys))
         left.set_xlabel("pieces in the word (last point: that many or more)")
         left.set_ylabel("mean share of the word's loss on its first piece")
@@ -200,32 +158,37 @@ def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[str, dict]]) -> 
     return fig
 
 
-def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
+def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict], style: FigureStyle | None = None) -> Figure:
     """Word perplexity of closed-vocabulary word models beside open-vocabulary models on the same text: one
-    panel per dataset, each on its closed runs' matching rule."""
+    panel per dataset, each on its closed runs' matching rule; a bar per model and tokenization (seed mean)."""
     closed = df[df["tokenizer"].str.startswith("word:")]
     if closed.empty:
         raise NoData("the matrix has no closed-vocabulary (word:N) run")
+    style = style_for(df, style)
     keys = sorted({(r.dataset, r.match) for r in closed.itertuples()})
     fig, axes = plt.subplots(len(keys), 1, figsize=(10, 3.8 * len(keys)), squeeze=False)
-    colors = tokenizer_colors(list(df["tokenizer"].unique()))
     for ax, key in zip(axes[:, 0], keys):
-        data = df[(df["dataset"] == key[0]) & (df["match"] == key[1])].sort_values(
-            ["model", "tokenizer", "seed"], key=lambda s: s.map(tokenizer_order) if s.name == "tokenizer" else s)
-        xs = np.arange(len(data))
-        for x, (_, r) in zip(xs, data.iterrows()):
-            is_closed = r["tokenizer"].startswith("word:")
-            ax.bar(x, r["test_word_perplexity"], color=colors[r["tokenizer"]], hatch="//" if is_closed else None,
-                   edgecolor="black" if is_closed else colors[r["tokenizer"]], alpha=0.85)
-            note = ""
-            if is_closed and r["run_dir"] in unk:
-                note = f"<unk>: {100 * unk[r['run_dir']]['unk_nll_share']:.0f}% of NLL\nNOT comparable"
-            ax.text(x, r["test_word_perplexity"], f"{r['test_word_perplexity']:,.0f}\n{note}", ha="center",
+        data = df[(df["dataset"] == key[0]) & (df["match"] == key[1])]
+        cells = seed_means(data, ["test_word_perplexity"], log=("test_word_perplexity",))
+        cells = cells.sort_values(["model", "tokenizer"], key=lambda s: s.map(tokenizer_order)
+                                  if s.name == "tokenizer" else s)
+        xs = np.arange(len(cells))
+        for x, (_, c) in zip(xs, cells.iterrows()):
+            is_closed = c["tokenizer"].startswith("word:")
+            color = style.colors[c["tokenizer"]]
+            ax.bar(x, c["test_word_perplexity"], color=color, hatch="//" if is_closed else None,
+                   edgecolor="black" if is_closed else color, alpha=0.85,
+                   yerr=errors_of(pd.Series([c["test_word_perplexity_err"]])) if c["seeds"] > 1 else None,
+                   capsize=3)
+            shares = [unk[d]["unk_nll_share"] for d in data.loc[(data["model"] == c["model"]) &
+                                                                 (data["tokenizer"] == c["tokenizer"]), "run_dir"]
+                      if d in unk]
+            note = f"<unk>: {100 * np.mean(shares):.0f}% of NLL\nNOT comparable" if is_closed and shares else ""
+            ax.text(x, c["test_word_perplexity"], f"{c['test_word_perplexity']:,.0f}\n{note}", ha="center",
                     va="bottom", fontsize=6.5)
-        seeds = data["seed"].nunique() > 1
-        ax.set_xticks(xs, [f"{r.model}\n{r.tokenizer}" + (f"\ns{r.seed}" if seeds else "")
-                           for r in data.itertuples()], fontsize=7)
-        _log_axis(ax)
+        ax.set_xticks(xs, [f"{c.model}\n{c.tokenizer}" + (f"\n{c.seeds} seeds" if c.seeds > 1 else "")
+                           for c in cells.itertuples()], fontsize=7)
+        log_axis(ax)
         ax.margins(y=0.25)
         ax.set_ylabel("test word perplexity (log)")
         ax.set_title(f"{key[0]}, matched on {key[1]}: closed vocabularies look better than they are (hatched: "
@@ -234,86 +197,102 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict]) -> Figure:
     return fig
 
 
-def learning_curves_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
-    """Validation bits per character against training characters seen: one panel per text and matching rule."""
-    return _curves_figure(curves, "train_chars", "valid_bits_per_char", "training characters seen (log)",
-                          "validation bits per character", "Learning curves (validation on the same first "
-                          "characters of valid for every tokenization)", "no validation was logged")
+def learning_curves_figure(curves: list[tuple[dict, list[dict]]], style: FigureStyle | None = None) -> Figure:
+    """Validation loss in the metric against training characters seen: one panel per text and matching rule."""
+    style = style or FigureStyle.of({row["tokenizer"] for row, _ in curves})
+    return _curves_figure(curves, "train_chars", style, "training characters seen (log)",
+                          "Learning curves (validation on the same first characters of valid for every "
+                          "tokenization)", "no validation was logged")
 
 
-def compute_figure(curves: list[tuple[dict, list[dict]]]) -> Figure:
-    """Validation bits per byte against training FLOPs: one curve per run, one panel per text and matching rule."""
-    return _curves_figure(curves, "train_flops", "valid_bits_per_byte",
-                          "training FLOPs (log): the model's FLOPs per token x tokens seen",
-                          "validation bits per byte", "Equal compute: validation loss against training compute",
+def compute_figure(curves: list[tuple[dict, list[dict]]], style: FigureStyle | None = None) -> Figure:
+    """Validation loss in the metric against training FLOPs: one curve per cell, one panel per text and rule."""
+    style = style or FigureStyle.of({row["tokenizer"] for row, _ in curves})
+    return _curves_figure(curves, "train_flops", style, "training FLOPs (log): the model's FLOPs per token x tokens "
+                          "seen", "Equal compute: validation loss against training compute",
                           "no validation with training FLOPs was logged")
 
 
-def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, y: str, xlabel: str, ylabel: str, title: str,
+def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, style: FigureStyle, xlabel: str, title: str,
                    empty: str) -> Figure:
+    y = style.metric.valid()
     points = [(row, [e for e in log if y in e and x in e]) for row, log in curves]
     points = [(row, log) for row, log in points if log]
     if not points:
         raise NoData(empty)
-    colors = tokenizer_colors(list({row["tokenizer"] for row, _ in points}))
     keys = sorted({(row["dataset"], row["match"]) for row, _ in points})
     fig, axes = plt.subplots(len(keys), 1, figsize=(11, 4.2 * len(keys)), squeeze=False)
     for ax, key in zip(axes[:, 0], keys):
+        cells: dict[tuple[str, str], list] = {}
         for row, log in points:
-            if (row["dataset"], row["match"]) != key:
-                continue
-            flags = f" {row['flags']}" if row["flags"] else ""
-            ax.plot([e[x] for e in log], [e[y] for e in log], color=colors[row["tokenizer"]],
-                    marker=MARKERS.get(row["model"], "D"), ms=3, lw=1,
-                    label=f"{row['model']} {row['tokenizer']} (s{row['seed']}){flags}")
-        _log_axis(ax, "x")
+            if (row["dataset"], row["match"]) == key:
+                cells.setdefault((row["model"], row["tokenizer"]), []).append((row, log))
+        for (model, tokenizer), runs in sorted(cells.items(), key=lambda kv: (kv[0][0], tokenizer_order(kv[0][1]))):
+            _seed_curve(ax, runs, x, y, style.colors[tokenizer], model)
+        # The axes span the seeds' own values: with few seeds a t interval can reach far beyond them.
+        seen = [e[y] for row, log in points if (row["dataset"], row["match"]) == key for e in log]
+        pad = 0.05 * (max(seen) - min(seen) or 1.0)
+        ax.set_ylim(min(seen) - pad, max(seen) + pad)
+        log_axis(ax, "x")
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(f"validation {style.metric.label}")
         ax.set_title(group_title(key, len(keys)) + title, fontsize=9)
         ax.legend(fontsize=6.5, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 
 
-def matching_figure(df: pd.DataFrame) -> Figure:
-    """Bits per character of each tokenization under each matching rule a model was run with."""
+def _seed_curve(ax, runs: list[tuple[dict, list[dict]]], x: str, y: str, color, model: str) -> None:
+    """One cell's curve: the mean over seeds at each validation step they share, with the 95% interval over seeds
+    as a band; one legend entry per cell however many seeds."""
+    from bench.study.uncertainty import seed_interval
+
+    row = runs[0][0]
+    flags = f" {row['flags']}" if row.get("flags") else ""
+    label = f"{model} {row['tokenizer']}" + (f" ({len(runs)} seeds)" if len(runs) > 1 else "") + flags
+    by_step = [{e["step"]: e for e in log} for _, log in runs]
+    steps = sorted(set.intersection(*(set(s) for s in by_step)))
+    xs = [float(np.mean([s[k][x] for s in by_step])) for k in steps]
+    stats = [seed_interval([s[k][y] for s in by_step]) for k in steps]
+    ax.plot(xs, [m for m, _ in stats], color=color, ls=LINESTYLES.get(model, ":"), marker=MARKERS.get(model, "D"),
+            ms=3, lw=1, label=label)
+    if len(runs) > 1:
+        ax.fill_between(xs, [m - h for m, h in stats], [m + h for m, h in stats], color=color, alpha=0.18, lw=0)
+
+
+def matching_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Figure:
+    """The metric of each tokenization under each matching rule a model was run with (seed means and intervals)."""
     order = ("tokens", "steps", "flops", "chars")
     both = df.groupby(["model", "dataset"])["match"].nunique()
     pairs = [key for key, n in both.items() if n >= 2]
     if not pairs:
         raise NoData("the matrix matches runs by one rule only (cells with match = \"tokens\" beside \"chars\" "
                      "compare them)")
+    style = style_for(df, style)
+    metric = style.metric.test()
     fig, ax = plt.subplots(figsize=(10, 3.8))
-    colors = tokenizer_colors(list(df["tokenizer"].unique()))
     width = 1.0 / len(pairs)
     ticks, labels = [], []
     for k, (model, dataset) in enumerate(pairs):
         sub = df[(df["model"] == model) & (df["dataset"] == dataset)]
-        table = sub.groupby(["tokenizer", "match"])["test_bits_per_char"].mean().unstack("match").dropna()
-        rules = [r for r in order if r in table.columns]
-        xs = [k + width * 0.15 + width * 0.7 * i / max(len(rules) - 1, 1) for i in range(len(rules))]
-        for tokenizer, values in table.iterrows():
-            ax.plot(xs, [values[r] for r in rules], marker=MARKERS.get(model, "D"), color=colors[tokenizer])
-            ax.text(xs[-1] + 0.01, values[rules[-1]], f" {tokenizer}", fontsize=7, va="center",
-                    color=colors[tokenizer])
+        cells = seed_means(sub, [metric], by=("tokenizer", "match"))
+        rules = [r for r in order if r in set(cells["match"])]
+        xs = {r: k + width * 0.15 + width * 0.7 * i / max(len(rules) - 1, 1) for i, r in enumerate(rules)}
+        for tokenizer, line in cells.groupby("tokenizer"):
+            line = line[line["match"].isin(rules)].sort_values("match", key=lambda s: s.map(rules.index))
+            if len(line) < len(rules):
+                continue  # a tokenization not run under every rule is not drawn across them
+            color = style.colors[tokenizer]
+            ax.errorbar([xs[r] for r in line["match"]], line[metric], yerr=line[f"{metric}_err"],
+                        marker=MARKERS.get(model, "D"), color=color, capsize=2.5)
+            ax.text(xs[rules[-1]] + 0.01, line[metric].iloc[-1], f" {tokenizer}", fontsize=7, va="center",
+                    color=color)
         ax.text(k + width / 2, 1.02, f"{model} / {dataset}", transform=ax.get_xaxis_transform(), ha="center",
                 fontsize=8)
-        ticks += xs
+        ticks += list(xs.values())
         labels += [f"equal {r}" for r in rules]
     ax.set_xticks(ticks, labels, fontsize=7)
-    ax.set_ylabel("test bits per character")
+    ax.set_ylabel(f"test {style.metric.label}")
     ax.set_title("How the comparison changes with the matching rule (equal tokens, FLOPs or characters)", pad=18)
     fig.tight_layout()
     return fig
-
-
-def save(fig: Figure, folder, name: str) -> bytes:
-    """Write ``name``.png and ``name``.svg; returns the PNG bytes (for embedding)."""
-    import io
-
-    png = io.BytesIO()
-    fig.savefig(png, format="png", bbox_inches="tight")
-    (folder / f"{name}.png").write_bytes(png.getvalue())
-    fig.savefig(folder / f"{name}.svg", format="svg", bbox_inches="tight")
-    plt.close(fig)
-    return png.getvalue()

@@ -9,7 +9,6 @@ computed in bench.study.report_tables, the figures drawn in bench.study.figures.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import shutil
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ from bench.fileio import require_folder, write_text_atomic
 from bench.ownership import claim_report_folder, record_report_owner
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.document import Document
-from bench.study.figures import tokenizer_order
+from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
 from bench.study.pretrained import PRETRAINED
+from bench.study.report_appendix import definitions_section, provenance_section
 from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
                                        power_line, pretrained_rows)
 from bench.study.runs_table import check_row, read_runs_table
@@ -76,7 +76,8 @@ def _run_data(results_dir: Path, row) -> analysis.RunData:
     return data
 
 
-def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+def build_report(results_dir: str | Path, out_dir: str | Path | None = None, metric: str = "byte") -> Path:
+    metric_named(metric)  # a bad --metric is refused before anything is read or written
     study = load_study(Path(results_dir))
     out = require_folder(out_dir or Path("reports") / study.name, "report folder")
     claim_report_folder(out, Path(results_dir))
@@ -84,14 +85,14 @@ def build_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     out.mkdir(parents=True, exist_ok=True)
     record_report_owner(out, Path(results_dir))
     try:
-        return _write_report(study, out)
+        return _write_report(study, out, FigureStyle.of(_everyone(study)["tokenizer"], metric))
     except BaseException:
         if created:  # a failed report leaves no folder behind
             shutil.rmtree(out, ignore_errors=True)
         raise
 
 
-def _write_report(study: Study, out: Path) -> Path:
+def _write_report(study: Study, out: Path, style: FigureStyle) -> Path:
     floors, profiles, unk = analysis.token_analyses(study.done, study.runs)
     data_dirs = {run.row["dataset"]: run.result.spec.data_dir for run in study.runs.values()}
     baselines = compressor_rows.study_baselines(study.done, data_dirs)
@@ -99,9 +100,10 @@ def _write_report(study: Study, out: Path) -> Path:
     doc = Document(f"Tokenization study: {study.name}")
     _summary(doc, study)
     _main_table_section(doc, study, floors, baselines)
-    _attack_and_sweep_sections(doc, study, out, compressor_rows.figure_lines(baselines, study.done))
-    _word_sections(doc, study, out, profiles, unk)
-    _training_sections(doc, study, out)
+    _attack_and_sweep_sections(doc, study, out, compressor_rows.figure_lines(baselines, study.done, style.metric),
+                               style)
+    _word_sections(doc, study, out, profiles, unk, style)
+    _training_sections(doc, study, out, style)
     _paired_section(doc, study)
     _marginal_section(doc, study)
     failed = study.table[study.table["status"] != RunStatus.DONE.value]
@@ -109,8 +111,8 @@ def _write_report(study: Study, out: Path) -> Path:
         doc.heading("Runs that did not finish")
         failed = failed.assign(error=failed["error"].fillna("") if "error" in failed else "")  # no "nan"
         doc.table([dict(r) for _, r in failed.iterrows()], study.axes + ["status", "error"])
-    _provenance(doc, study)
-    _definitions(doc)
+    provenance_section(doc, study.table, study.done, study.runs, study.config_path)
+    definitions_section(doc)
     write_text_atomic(out / "report.md", doc.markdown())
     write_text_atomic(out / "report.html", doc.html())
     return out / "report.md"
@@ -162,14 +164,17 @@ def _no_text_interval(study: Study) -> str:
     return f"the test text has {_documents(study)}, fewer than the {MIN_RESAMPLED} a bootstrap needs"
 
 
-def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compressor_lines: dict) -> None:
-    done = study.done
+def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compressor_lines: dict,
+                               style: FigureStyle) -> None:
+    done, metric = study.done, style.metric.label
     doc.heading("1. The tokenization attack")
-    doc.figure(*_save(figures.attack_figure(_everyone(study), compressor_lines), out, "1-tokenization-attack"),
-               "Per-token perplexity (left) against bits per character: runs with nearly the same bits per "
-               "character have per-token perplexities that differ by orders of magnitude, because a token means "
+    doc.figure(*_save(figures.attack_figure(_everyone(study), compressor_lines, style), out,
+                     "1-tokenization-attack"),
+               f"Per-token perplexity (left) against {metric}: runs with nearly the same {metric} "
+               "have per-token perplexities that differ by orders of magnitude, because a token means "
                "something different under each tokenization. Word perplexity (right) is the same total loss "
-               "divided by the number of words, so it ranks runs exactly as bits per character do. " +
+               f"divided by the number of words, so it ranks runs exactly as {metric} does on one text. Each point is "
+               "a mean over seeds; with two or more seeds, bars show the 95% interval over seeds. " +
                ("Diamonds are pretrained models (◊). " if not study.pretrained.empty else "") +
                ("Dotted vertical lines: gzip -9 on the test text alone, and the best classical compressor primed "
                 "with the train text; a run right of them codes the text worse than that compressor. "
@@ -177,17 +182,18 @@ def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compresso
                flag_legend(_everyone(study)))
     doc.para(_attack_sentence(done))
     doc.heading("2. Vocabulary sweep")
-    _figure(doc, lambda: figures.vocab_sweep_figure(done), out, "2-vocabulary-sweep",
-            "Bits per character and per-token perplexity against the byte-level BPE vocabulary size, one row "
-            "of panels per text and matching rule (means over seeds); the byte runs are the 256 point "
-            "(byte-level BPE with no merges).")
+    _figure(doc, lambda: figures.vocab_sweep_figure(done, style), out, "2-vocabulary-sweep",
+            f"{metric.capitalize()} and per-token perplexity against the byte-level BPE vocabulary size, one row "
+            "of panels per text and matching rule (means over seeds, bars: 95% interval over seeds); the byte runs "
+            "are the 256 point (byte-level BPE with no merges).")
 
 
-def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: dict) -> None:
+def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: dict, style: FigureStyle) -> None:
     doc.heading("3. Teacher forcing inside words")
-    _figure(doc, lambda: figures.teacher_forcing_figure(profiles), out, "3-teacher-forcing",
+    _figure(doc, lambda: figures.teacher_forcing_figure(profiles, style), out, "3-teacher-forcing",
             "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
-            "mean loss by piece position within the word (for byte and character models: by byte/character). "
+            "mean loss by piece position within the word (for byte and character models: by byte/character); the "
+            "first seed of each model and tokenization. "
             + analysis.teacher_forcing_sentence(profiles) + " Late positions exist only in long words, which are "
             "rarer and harder: the right panel mixes position with word length, most visibly for subword pieces.")
     several = len(profiles) > 1
@@ -197,10 +203,11 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
                for key, group in sorted(profiles.items()) for k, v in sorted(group.items())],
               ["run", "mean pieces per word", "share of word loss on first piece"])
     doc.heading("4. Closed vocabulary")
-    _figure(doc, lambda: figures.closed_vocabulary_figure(study.done, unk), out, "4-closed-vocabulary",
+    _figure(doc, lambda: figures.closed_vocabulary_figure(study.done, unk, style), out, "4-closed-vocabulary",
             "Test word perplexity of every run on the text and matching rule of the closed-vocabulary runs "
-            "(one panel each); hatched bars are closed-vocabulary word models (word:N), labelled with the "
-            "share of their loss that falls on <unk>.")
+            "(one panel each), a bar per model and tokenization (the mean over seeds, with the 95% interval over seeds "
+            "as a bar where there are two or more); hatched bars are closed-vocabulary word models (word:N), "
+            "labelled with the share of their loss that falls on <unk>.")
     rows = closed_vocabulary_rows(study.done, unk)
     if not rows:  # the figure's line says why
         return
@@ -211,30 +218,32 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
              "words in bytes) and the subword and byte runs are scored on the real text.")
 
 
-def _training_sections(doc: Document, study: Study, out: Path) -> None:
-    done = study.done
+def _training_sections(doc: Document, study: Study, out: Path, style: FigureStyle) -> None:
+    done, metric = study.done, style.metric.label
     doc.heading("5. Learning curves")
     curves = [(dict(r), study.runs[r["run_dir"]].log) for _, r in done.iterrows()]
-    _figure(doc, lambda: figures.learning_curves_figure(curves), out, "5-learning-curves",
-            "Validation bits per character against training characters seen, one panel per text and "
-            "matching rule. " + flag_legend(done))
+    _figure(doc, lambda: figures.learning_curves_figure(curves, style), out, "5-learning-curves",
+            f"Validation {metric} against training characters seen, one panel per text and matching rule; a "
+            "line per model and tokenization, the mean over seeds with a band for the 95% interval over seeds "
+            "where there are two or more. " + flag_legend(done))
     doc.heading("6. Equal tokens vs equal characters")
-    _figure(doc, lambda: figures.matching_figure(done), out, "6-matching-rule",
-            "Test bits per character of each tokenization when runs are matched on equal training tokens and "
-            "context in tokens, and on equal training characters and context in characters. Equal tokens "
-            "give long-token schemes more text and more context.")
+    _figure(doc, lambda: figures.matching_figure(done, style), out, "6-matching-rule",
+            f"Test {metric} of each tokenization (mean over seeds, bars: 95% interval over seeds) when runs are "
+            "matched on equal training tokens and context in tokens, and on equal training characters and context "
+            "in characters. Equal tokens give long-token schemes more text and more context.")
     if done["match"].nunique() > 1 and (rows := matching_rows(done)):
         doc.table(rows, list(rows[0]))
     doc.heading("7. Equal compute")
-    _figure(doc, lambda: figures.compute_figure(curves), out, "7-equal-compute",
-            "Validation bits per byte against training FLOPs (the model's FLOPs per token, forward and backward, "
+    _figure(doc, lambda: figures.compute_figure(curves, style), out, "7-equal-compute",
+            f"Validation {metric} against training FLOPs (the model's FLOPs per token, forward and backward, "
             "times the tokens seen): at equal compute, which tokenization and model reach the lower loss. "
             "One panel per text and matching rule; `match = \"flops\"` gives every cell of a matrix the same "
             "training FLOPs.")
     doc.heading("8. Does the verdict depend on the budget?")
     logs = {d: run.log for d, run in study.runs.items()}
-    doc.figure(*_save(convergence.ranking_figure(done, logs), out, "8-ranking-against-budget"),
-               "Each model's tokenizations, validation bits per byte against training characters and training "
+    doc.figure(*_save(convergence.ranking_figure(done, logs, style), out,
+                     "8-ranking-against-budget"),
+               f"Each model's tokenizations, validation {metric} against training characters and training "
                "FLOPs (a pair of rows per text and matching rule), one line per seed; dotted verticals mark where "
                "the ranking of the lossless tokenizations' seed-mean curves changes. A ranking that still changes "
                "near the end of training is a verdict about this budget only.")
@@ -338,55 +347,3 @@ def _attack_numbers(ok: pd.DataFrame) -> str:
     if best_bpc["run_dir"] != best_tok["run_dir"]:
         text += " Ranked by per-token perplexity, the table would name the wrong winner."
     return text
-
-
-def _provenance(doc: Document, study: Study) -> None:
-    from bench.provenance import git_commit
-
-    table, done, config_path = study.table, study.done, study.config_path
-    doc.heading("Provenance")
-    commits = sorted({f"{r.git_commit}{' (uncommitted changes)' if str(r.git_dirty) == 'True' else ''}"
-                      for r in done.itertuples()})
-    devices = sorted({f"{r.device} {r.device_name} (torch {r.torch})" for r in done.itertuples()})
-    libraries = sorted({json.dumps(run.result.provenance.libraries, sort_keys=True) for run in study.runs.values()})
-    data = sorted({(r.dataset, s, getattr(r, f"data_sha256_{s}"), getattr(r, f"data_status_{s}"))
-                   for r in done.itertuples() for s in ("train", "valid", "test")})
-    here = git_commit()
-    doc.items([
-        f"code: {', '.join(commits)}; report built at {here['commit']}" + (" (uncommitted changes)" if here["dirty"]
-                                                                           else ""),
-        f"devices: {', '.join(devices)}",
-        f"libraries: {'; '.join(libraries)}",
-        f"config: `{config_path}` (sha256 {table['config_sha256'].iloc[0]})",
-        f"runs table: `{config_path.parent / 'runs.csv'}`; every run folder holds result.json, spec.json, "
-        "log.jsonl and its checkpoints",
-    ])
-    doc.table([{"dataset": d, "split": s, "sha256": h, "status": st} for d, s, h, st in data],
-              ["dataset", "split", "sha256", "status"], "Data: official = matches the published checksum; "
-                                                        "unverified = it does not; user = a user or derived corpus.")
-    if config_path.is_file():
-        doc.code(config_path.read_text())
-
-
-def _definitions(doc: Document) -> None:
-    doc.heading("Metric definitions")
-    doc.items([
-        "L = total negative log-likelihood (nats) of every token of the test split, the first one predicted from "
-        "`<bos>`; the split is cut into the recorded number of streams, each with its state carried chunk to "
-        "chunk (the Transformer: a sliding window of the recorded stride).",
-        "bits/byte = L / (ln 2 · UTF-8 bytes of the text); bits/char = L / (ln 2 · Unicode code points).",
-        "word ppl = exp(L / words), words = `len(text.split())` (lm-evaluation-harness's word unit); word ppl "
-        "(eos) = exp(L / (words + newlines)), the AWD-LSTM/WikiText convention of published word-level "
-        "perplexities.",
-        "token ppl = exp(L / tokens): depends on what a token is, so it is **not comparable across "
-        "tokenizations**.",
-        "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
-        "'below floor' is how far a run's bits/char is below it (a run less than 10% below is flagged).",
-        "Uncertainty: seeds are the unit of replication (a t interval or test over seeds needs two or more); the "
-        "text sample is resampled by document (WikiText articles, Wikipedia pages, else 50 equal blocks), with "
-        "bits per byte of a resample = its bits / its bytes (scipy.stats.bootstrap); a comparison's interval "
-        "and p-value are one Welch t over seeds whose standard error includes the documents' bootstrap "
-        "standard error; p-values are also shown Holm-adjusted.",
-        "Runs are matched on equal training characters and equal context in characters unless the matching rule "
-        "says tokens or steps.",
-    ])

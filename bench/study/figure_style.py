@@ -1,0 +1,178 @@
+"""What every figure of a report shares: one colour per tokenization (the same in every figure), one marker per
+model, one metric (``bench report --metric``), seed means with their interval, and axes in engineering notation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from bench.errors import BenchError  # noqa: E402
+from bench.study.uncertainty import seed_interval  # noqa: E402
+
+MARKERS = {"sha-rnn": "o", "lstm": "s", "transformer": "^"}
+LINESTYLES = {"sha-rnn": "-", "lstm": "--", "transformer": "-."}
+plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axes.grid": True,
+                     "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False})
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The comparable loss the figures draw: bits per byte or bits per character of the same total loss."""
+
+    name: str  # "byte" or "char"
+    label: str  # "bits per byte"
+    unit: str  # "bytes": the count of the text it is normalized by
+
+    def test(self) -> str:
+        return f"test_bits_per_{self.name}"
+
+    def valid(self) -> str:
+        return f"valid_bits_per_{self.name}"
+
+    def count(self) -> str:
+        return f"test_n_{self.unit}"
+
+
+METRICS = {"byte": Metric("byte", "bits per byte", "bytes"), "char": Metric("char", "bits per character", "chars")}
+
+
+def metric_named(name: str) -> Metric:
+    if name not in METRICS:
+        raise BenchError(f"--metric {name!r}: give byte (bits per byte) or char (bits per character)")
+    return METRICS[name]
+
+
+def tokenizer_order(name: str):
+    family, _, size = name.partition(":")
+    order = {"byte": 0, "char": 1, "bpe": 2, "sp-bpe": 3, "sp-unigram": 4, "word-open": 5, "word": 6}
+    return (order.get(family, 9), int(size) if size.isdigit() else 0, name)
+
+
+@dataclass(frozen=True)
+class FigureStyle:
+    """A report's colours (tokenization -> colour, fixed for all its figures) and metric."""
+
+    colors: dict
+    metric: Metric
+
+    @classmethod
+    def of(cls, tokenizers, metric: str = "byte") -> "FigureStyle":
+        names = sorted(set(tokenizers), key=tokenizer_order)
+        cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+        return cls({t: cmap(i % cmap.N) for i, t in enumerate(names)}, metric_named(metric))
+
+
+def style_for(df: pd.DataFrame, style: FigureStyle | None) -> FigureStyle:
+    return style or FigureStyle.of(df["tokenizer"].unique())
+
+
+class NoData(Exception):
+    """A figure with nothing to draw: the report leaves it out and says why in one line."""
+
+
+def text_groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:
+    """The runs of each text and matching rule, (dataset, match) -> rows: every figure draws each group on its
+    own axes, so that nothing is ranked, averaged or drawn across texts or rules."""
+    return list(df.groupby(["dataset", "match"], sort=True, dropna=False)) or [(("", ""), df)]
+
+
+def group_title(key: tuple[str, str], groups: int) -> str:
+    """'wikitext-2, matched on chars: ' when a figure has several groups, else nothing."""
+    return f"{key[0]}, matched on {key[1]}: " if groups > 1 else ""
+
+
+def seed_means(df: pd.DataFrame, columns: list[str], log: tuple[str, ...] = (),
+               by: tuple[str, ...] = ("model", "tokenizer")) -> pd.DataFrame:
+    """One row per cell: each column's mean over seeds and ``<column>_err``, the half-width of its Student-t 95%
+    interval (0 with one seed), with ``seeds``. Columns in ``log`` (perplexities) are averaged as logs, the
+    perplexity of the mean loss, and their error is the pair (below, above) in the column's units."""
+    rows = []
+    for key, cell in df.groupby(list(by), sort=False):
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)), seeds=len(cell))
+        for column in columns:
+            values = np.log(cell[column].astype(float)) if column in log else cell[column].astype(float)
+            mean, half = seed_interval(list(values))
+            half = half or 0.0
+            if column in log:
+                row[column], row[f"{column}_err"] = math.exp(mean), (math.exp(mean) - math.exp(mean - half),
+                                                                      math.exp(mean + half) - math.exp(mean))
+            else:
+                row[column], row[f"{column}_err"] = mean, half
+        for extra in ("flags", "lossless_bool", "run_dir"):
+            if extra in cell:
+                row[extra] = cell[extra].iloc[0]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def errors_of(column: pd.Series):
+    """An error column for matplotlib: symmetric half-widths, or the (below, above) pairs of a log column."""
+    values = list(column)
+    if values and isinstance(values[0], tuple):
+        return np.array(values, dtype=float).T
+    return np.array(values, dtype=float)
+
+
+def engineering(value: float, _=None) -> str:
+    """500,000,000,000 -> '500G', 2,000,000 -> '2M', 1,500 -> '1,500', 0.25 -> '0.25'."""
+    if value <= 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if value < 10_000:
+        return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
+    exponent = min(int(math.floor(math.log10(value) / 3)), 6)
+    return f"{value / 1000 ** exponent:.3g}{' kMGTPE'[exponent]}"
+
+
+def log_axis(ax, axis: str = "y", narrow: bool = False) -> None:
+    """A log scale in engineering notation (2M, 500G), with enough ticks for short ranges (fewer on a ``narrow``
+    panel, where labels would overlap). Call it after plotting: the tick density follows the data's span."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
+    span = math.log10(max(high, 1e-12) / max(low, 1e-12))
+    subs = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0) if span < 1 and not narrow else \
+        (1.0, 2.0, 5.0) if span < 2.5 else (1.0,)
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(LogLocator(base=10, subs=subs))
+    target.set_major_formatter(FuncFormatter(engineering))
+    target.set_minor_formatter(NullFormatter())
+
+
+def flags_of(df: pd.DataFrame, tokenizer: str) -> str:
+    flags = "".join(sorted(set("".join(df.loc[df["tokenizer"] == tokenizer, "flags"]))))
+    return f" {flags}" if flags else ""
+
+
+def legend(ax, df: pd.DataFrame, colors: dict, extra: list | None = None, **options) -> None:
+    """One entry per tokenization (its colour) and per model (its marker), never one per seed."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + flags_of(df, t))
+               for t in sorted(df["tokenizer"].unique(), key=tokenizer_order)]
+    handles += [Line2D([], [], color="0.3", marker=MARKERS.get(m, "D"), ls=LINESTYLES.get(m, ":"), label=m)
+                for m in sorted(df["model"].unique())]
+    seeds = df.groupby(["model", "tokenizer"]).size().max() if "seed" in df else 1
+    if seeds > 1:
+        handles.append(Line2D([], [], color="0.3", marker="|", ls="", ms=8, label="95% interval over seeds"))
+    ax.legend(handles=handles + (extra or []), fontsize=7, frameon=False, **({"loc": "best"} | options))
+
+
+def save(fig, folder, name: str) -> bytes:
+    """Write ``name``.png and ``name``.svg; returns the PNG bytes (for embedding)."""
+    import io
+
+    png = io.BytesIO()
+    fig.savefig(png, format="png", bbox_inches="tight")
+    (folder / f"{name}.png").write_bytes(png.getvalue())
+    fig.savefig(folder / f"{name}.svg", format="svg", bbox_inches="tight")
+    plt.close(fig)
+    return png.getvalue()

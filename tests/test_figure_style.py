@@ -1,0 +1,120 @@
+"""What every figure of a report shares: one colour per tokenization in every figure, seed intervals wherever there
+are seeds, one metric chosen by the user, one legend entry per cell, axes in engineering notation."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.colors import to_rgba
+
+from bench.study import convergence, figures
+from bench.study.figure_style import FigureStyle, engineering, plt
+
+TOKENIZERS = ["byte", "bpe:512", "bpe:1024", "word-open:2048", "word:2048"]
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def _runs(seeds=(0, 1)) -> tuple[pd.DataFrame, dict]:
+    rows, logs = [], {}
+    for model in ("lstm", "sha-rnn"):
+        for t, tokenizer in enumerate(TOKENIZERS):
+            for seed in seeds:
+                run_dir = f"{model}-{tokenizer}-s{seed}"
+                bpc = 2.0 + 0.1 * t + 0.05 * seed
+                rows.append(dict(model=model, tokenizer=tokenizer, dataset="wt2", match="chars", seed=seed, flags="",
+                                 run_dir=run_dir, lossless_bool=not tokenizer.startswith("word:"),
+                                 test_bits_per_char=bpc, test_bits_per_byte=bpc * 0.99,
+                                 test_token_perplexity=3.0 + 10 * t + seed,
+                                 test_word_perplexity=500 + 50 * t + 9 * seed,
+                                 test_n_chars=1000, test_n_bytes=1010, test_n_words=200))
+                logs[run_dir] = [dict(step=k, train_chars=2e5 * 2 ** k, train_flops=1e11 * 2 ** k,
+                                      valid_bits_per_char=bpc + 1 - 0.2 * k, valid_bits_per_byte=bpc + 0.9 - 0.2 * k)
+                                 for k in range(4)]
+    return pd.DataFrame(rows), logs
+
+
+def _marker_colours(fig) -> set[tuple]:
+    return {tuple(c) for ax in fig.axes for coll in ax.collections if isinstance(coll, PathCollection)
+            for c in coll.get_edgecolors()}
+
+
+def test_a_tokenization_has_one_colour_in_every_figure_of_a_report():
+    done, logs = _runs()
+    style = FigureStyle.of(done["tokenizer"])
+    without_byte = done[done["tokenizer"] != "byte"]  # a figure that lacks a tokenization keeps the others' colours
+    attack = figures.attack_figure(without_byte, None, style)
+    assert _marker_colours(attack) == {to_rgba(style.colors[t]) for t in TOKENIZERS[1:]}
+    curves = figures.learning_curves_figure([(dict(r), logs[r["run_dir"]]) for _, r in without_byte.iterrows()], style)
+    assert {to_rgba(line.get_color()) for line in curves.axes[0].get_lines()} == {
+        to_rgba(style.colors[t]) for t in TOKENIZERS[1:]}
+    ranking = convergence.ranking_figure(without_byte, logs, style)
+    drawn = {to_rgba(line.get_color()) for ax in ranking.axes for line in ax.get_lines() if line.get_marker() != "None"}
+    assert drawn == {to_rgba(style.colors[t]) for t in TOKENIZERS[1:]}
+
+
+def test_seed_intervals_are_drawn_where_there_are_seeds_and_only_there():
+    for seeds, expected in (((0, 1), True), ((0,), False)):
+        done, logs = _runs(seeds)
+        style = FigureStyle.of(done["tokenizer"])
+        attack = figures.attack_figure(done, None, style)
+        assert any(isinstance(c, LineCollection) for ax in attack.axes for c in ax.collections) is expected
+        closed = figures.closed_vocabulary_figure(done, {}, style)
+        assert any(isinstance(c, LineCollection) for c in closed.axes[0].collections) is expected
+        curves = figures.learning_curves_figure([(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()], style)
+        assert any(isinstance(c, PolyCollection) for c in curves.axes[0].collections) is expected
+
+
+def test_one_legend_entry_per_model_and_tokenization_however_many_seeds():
+    done, logs = _runs((0, 1, 2))
+    fig = figures.learning_curves_figure([(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert len(labels) == 2 * len(TOKENIZERS) and all("(3 seeds)" in label for label in labels)
+    # the seed mean: valid_bits_per_byte of seeds 0, 1, 2 at step 0 is bpc + 0.9 with bpc = 2.0 + 0.05 x seed
+    first = fig.axes[0].get_lines()[0]
+    assert first.get_ydata()[0] == pytest.approx(2.0 + 0.05 + 0.9)
+
+
+@pytest.mark.parametrize("metric,label,valid", [("byte", "bits per byte", 2.0 + 0.9),
+                                                ("char", "bits per character", 2.0 + 1.0)])
+def test_every_figure_draws_the_metric_the_user_chose(metric, label, valid):
+    done, logs = _runs((0,))
+    style = FigureStyle.of(done["tokenizer"], metric)
+    attack = figures.attack_figure(done, None, style)
+    assert all(label in ax.get_xlabel() for ax in attack.axes)
+    curves = [(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()]
+    for fig in (figures.learning_curves_figure(curves, style), figures.compute_figure(curves, style),
+                convergence.ranking_figure(done, logs, style)):
+        assert all(ax.get_ylabel() == f"validation {label}" for ax in fig.axes if ax.get_lines())
+    first = figures.learning_curves_figure(curves, style).axes[0].get_lines()[0]
+    assert first.get_ydata()[0] == pytest.approx(valid)
+
+
+def test_axes_use_engineering_notation():
+    assert [engineering(v) for v in (5e11, 2_000_000, 200_000, 1_500, 20, 0.25)] == [
+        "500G", "2M", "200k", "1,500", "20", "0.25"]
+    done, logs = _runs((0,))
+    fig = figures.compute_figure([(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()])
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert ticks and all("," not in t and "e+" not in t for t in ticks) and any(t.endswith("G") for t in ticks)
+
+
+def test_html_tables_keep_numbers_whole_and_put_intervals_on_their_own_line():
+    from bench.study.document import Document
+
+    doc = Document("t")
+    doc.table([{"model": "*gzip -9*", "tokenizer": "word-open:2048", "word ppl": "9,932.6 [6,529.1, 15,110.2]",
+                "bits/byte": "2.5491 ± 0.1162", "note": "0.161 (still improving)"}],
+              ["model", "tokenizer", "word ppl", "bits/byte", "note"])
+    page = doc.html()
+    assert '<div class="wide"><table>' in page and "td{white-space:nowrap}" in page
+    assert "<td><em>gzip -9</em></td>" in page  # Markdown italics, not literal asterisks
+    assert '<td>9,932.6<br><span class="ci">[6,529.1, 15,110.2]</span></td>' in page
+    assert "<td>word-open:2048</td>" in page and "<td>2.5491 ± 0.1162</td>" in page
+    assert "<td class=text>0.161 (still improving)</td>" in page  # words may wrap
