@@ -52,9 +52,27 @@ def _error(message: str) -> None:
         print(message, file=sys.stderr)
 
 
+# Options that name a file or folder: an empty value (an unset shell variable in `--out "$OUT"`) would mean the
+# current folder, so it is refused instead.
+PATH_OPTIONS = ("--out", "--results", "--data-dir", "--dump-token-losses", "--mirror", "--config", "--train",
+                "--valid", "--test")
+
+
+def _empty_path_option(argv: list[str]) -> str | None:
+    for i, arg in enumerate(argv):
+        option, sep, value = arg.partition("=")
+        if option in PATH_OPTIONS and (value if sep else argv[i + 1] if i + 1 < len(argv) else "x").strip() == "":
+            return option
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors become one line on stderr and a non-zero exit, never a traceback."""
     errors = _click_exceptions()
+    empty = _empty_path_option(sys.argv[1:] if argv is None else argv)
+    if empty:
+        _error(f"error: {empty} is empty; give a path, or leave {empty} out for its default")
+        return 2
     command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="bench", standalone_mode=False)

@@ -30,6 +30,7 @@ _FILE_SYSTEM_FIXES = {
     errno.EFBIG: "the file is larger than this system allows; free space or raise the limit",
     errno.ENOTDIR: "a part of the path is a file, not a folder; choose another path",
     errno.EISDIR: "it is a folder; give a file",
+    errno.ENOENT: "a folder on the path does not exist or cannot be made there; choose another path",
     errno.ENAMETOOLONG: "a name in the path is longer than the file system allows; choose a shorter path",
 }
 

@@ -28,6 +28,7 @@ from bench.fileio import update_text
 
 RUN_FILES = ("spec.json", "result.json", "status.json", "checkpoint.pt", "best.pt")  # a log alone is debris
 REPORT_FILES = ("report.md", "report.html")
+RUN_DEBRIS = ("run.lock", "log.jsonl", "tokenizer.json", "error.txt", "train.log")  # a run that never checkpointed
 OWNER = "owner.json"
 
 
@@ -77,6 +78,8 @@ def claim_run_folder(folder: Path, run_id: str, in_matrix: bool = False) -> None
             raise BenchError(f"{folder} holds another run ({owner.identity or 'its run id not recorded'}, this one "
                              f"is {run_id}); {hint}")
         raise BenchError(f"{owner.describe()}, not this run's folder; {hint}")
+    if owner is None:
+        _refuse_foreign_files(folder, RUN_DEBRIS, "a run's folder")
     above = enclosing_owner(folder)
     if above is not None and not (in_matrix and above.kind == "matrix"):
         raise BenchError(f"{folder} is inside another folder ({above.describe()}); choose a folder outside it")
@@ -95,9 +98,22 @@ def claim_matrix_folder(folder: Path, config_path: Path, name: str) -> None:
         if owner.identity not in (None, config):
             raise BenchError(f"{folder} holds the results of the matrix run from {owner.identity}, not {config}; "
                              f"choose another --results folder (or run that config)")
+    else:
+        _refuse_foreign_files(folder, (), "a matrix's results folder")
     above = enclosing_owner(folder)
     if above is not None:
         raise BenchError(f"{folder} is inside another folder ({above.describe()}); choose a folder outside it")
+
+
+def _refuse_foreign_files(folder: Path, debris: tuple[str, ...], what: str) -> None:
+    """A folder that is nobody's (no run, matrix or report) but holds files: someone else's, not to write into."""
+    if not folder.is_dir():
+        return
+    others = sorted(p.name for p in folder.iterdir() if p.name not in debris and not p.name.startswith("."))
+    if others:
+        shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+        raise BenchError(f"{folder} already holds other files ({shown}) and is not {what}; give a new or empty "
+                         f"folder")
 
 
 def record_matrix_owner(folder: Path, config_path: Path) -> None:
@@ -110,6 +126,8 @@ def claim_report_folder(folder: Path, results_dir: Path) -> None:
     owner = owner_of(folder)
     if owner is not None and not (owner.kind == "report" and owner.identity in (None, results)):
         raise BenchError(f"{owner.describe()}, not the report of {results_dir}; choose another --out folder")
+    if owner is None:
+        _refuse_foreign_files(folder, (), "a report's folder")
     above = enclosing_owner(folder)
     if above is not None:
         raise BenchError(f"{folder} is inside another folder ({above.describe()}); choose a folder outside it")
@@ -129,6 +147,8 @@ def claim_output_file(path: Path, option: str, own_folder: Path | None = None, w
     report (``own_folder``: the command's own run folder), and new unless it is the command's own output from
     before (``written_by``: the text such a file starts with; files inside ``own_folder`` are its own)."""
     path = Path(path)
+    if path.is_symlink():  # a link, dangling or not, could lead into a folder the checks below never see
+        raise BenchError(f"{option} {path} is a link (to {os.readlink(path)}); give the file's own path")
     if path.is_dir():
         raise BenchError(f"{option} {path} is a folder; give a file name")
     if not path.parent.is_dir():

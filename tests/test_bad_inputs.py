@@ -73,7 +73,26 @@ CONFIGS = {
     "no-corpus": MATRIX.replace('dataset = ["toy"]', 'dataset = ["nope"]'),
     "flops-tiny": MATRIX.replace('name = "toy"', FLOPS).replace("chars = 2_000", "flops = 1"),
     "flops-huge": MATRIX.replace('name = "toy"', FLOPS).replace("chars = 2_000", "flops = 1e30"),
+    # found by a hostile tester
+    "budget-in-shared": MATRIX.replace("nhid = 16", "nhid = 16\nmax_steps = 3"),
+    "init-from-nowhere": MATRIX.replace("nhid = 16", 'nhid = 16\ninit_from = "/nonexistent"'),
+    "value-twice": MATRIX.replace('seed = [0]', 'seed = [0]\nemsize = ["16", 16]'),
+    "number-twice": MATRIX.replace('seed = [0]', 'seed = [0]\nemsize = [16.0, 16]'),
+    "spaces": MATRIX.replace('tokenizer = ["byte"]', 'tokenizer = ["byte", " byte "]'),
+    "match-list": MATRIX.replace('name = "toy"', 'name = "toy"\nmatch = ["chars"]'),
+    "data-dir-number": MATRIX.replace('name = "toy"', 'name = "toy"\ndata_dir = 3'),
+    "matrix-key": MATRIX.replace('name = "toy"', 'name = "toy"\nnmae = "x"'),
+    "include-part": MATRIX + '[[include]]\nmodel = "lstm"\n',
+    "pretrained-number": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ndataset = 3\n',
+    "pretrained-twice": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ndataset = ["toy", "toy"]\n',
 }
+
+SPLIT_FILES = ["--train", "{text}", "--valid", "{text}", "--test", "{text}", "--data-dir", "{data}"]
+ADD_MINE = ["data", "add", "mine", "--valid", "{text}", "--test", "{text}", "--data-dir", "{data}"]
+FETCH_VALID = ["data", "fetch", "wikitext-2", "--splits", "valid", "--allow-unverified", "--data-dir",
+               "{sandbox}/fetched"]
+STATS = ["tokenize", "stats", "--dataset", "toy", "--data-dir", "{data}", "--splits", "valid"]
+
 
 def report_of(results: str) -> list[str]:
     """bench report of a broken results folder, into a folder of its own (never the checkout's reports/)."""
@@ -164,7 +183,7 @@ CASES = [
     ("one bad corpus of two", ["data", "add", "--config", "{two_corpora}", "--data-dir", "{data}"],
      "does not exist"),
     ("folder as a corpus file", ["data", "add", "mine", "--train", "{sandbox}", "--valid", "{text}", "--test",
-                                 "{text}", "--data-dir", "{data}"], "it is a folder"),
+                                 "{text}", "--data-dir", "{data}"], "is a folder"),
     ("registry name for a user corpus", ["data", "add", "wikitext-2", "--train", "{text}", "--valid", "{text}",
                                          "--test", "{text}", "--data-dir", "{data}"], "is a registry corpus"),
     ("no split to fetch", ["data", "fetch", "wikitext-2", "--splits", ",", "--data-dir", "{sandbox}/fetched"],
@@ -206,11 +225,22 @@ CASES = [
          ("models-unknown", "[models.gru]: unknown model"), ("models-not-table", "[models.lstm] must be a table"),
          ("tokenizers-bad", "needs a vocabulary size"), ("budget-key", "unknown [budget] key(s) ['hours']"),
          ("match-bad", "unknown match rule 'bytes'"), ("eval-chunk", "eval_chunk (999) is longer"),
-         ("both-contexts", "both bptt (tokens) and context_chars"), ("dropout", "dropout is a dropout rate"),
+         ("both-contexts", "[shared] bptt is held equal by the matching rule"),
+         ("dropout", "dropout is a dropout rate"),
          ("lr-nan", "lr must be a finite number"), ("no-budget", "match = chars needs [budget] chars"),
          ("section", "unknown section(s) ['oops']"), ("not-toml", "is not valid TOML"),
          ("vocab", "supports only"), ("no-corpus", "unknown corpus 'nope'"),
-         ("flops-tiny", "less than one step"), ("flops-huge", "beyond 10,000,000")]] + [
+         ("flops-tiny", "less than one step"), ("flops-huge", "beyond 10,000,000"),
+         ("budget-in-shared", "[shared] max_steps is held equal by the matching rule"),
+         ("init-from-nowhere", "no checkpoint at /nonexistent"),
+         ("value-twice", "emsize lists one value twice ('16' and 16)"),
+         ("number-twice", "emsize lists one value twice (16.0 and 16)"),
+         ("spaces", "' byte ' has spaces around it"), ("match-list", "[matrix] match must be a string"),
+         ("data-dir-number", "[matrix] data_dir must be a string"),
+         ("matrix-key", "unknown [matrix] key(s) ['nmae']"),
+         ("include-part", "[[include]] 1 needs model, tokenizer and dataset (missing: tokenizer, dataset)"),
+         ("pretrained-number", "dataset must be a name or a list of names, not 3"),
+         ("pretrained-twice", "dataset lists a name twice")]] + [
     # reports
     ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
     ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),
@@ -229,6 +259,83 @@ CASES = [
                                        "{sandbox}/" + "x" * 300, "--dry-run"], "longer than 255"),
     ("tokenize stats without splits", ["tokenize", "stats", "--dataset", "toy", "--data-dir", "{data}", "--schemes",
                                        "byte", "--splits", ","], "--splits is empty"),
+    ("a report in an unknown metric", report_of("results") + ["--metric", "bits"], "--metric 'bits'"),
+    ("config fields of an unknown model", ["config", "fields", "--model", "gru"], "unknown model 'gru'"),
+] + [
+    # found by a hostile tester: corpora
+    ("a binary corpus file", ADD_MINE + ["--train", "{binary}"], "is not text"),
+    ("a corpus file of blank lines", ADD_MINE + ["--train", "{blank}"], "holds no text (8 bytes of whitespace)"),
+    ("a device as a corpus file", ADD_MINE + ["--train", "/dev/null"], "is not a regular file"),
+    ("a corpus named like the cache", ["data", "add", "cache", *SPLIT_FILES], "a folder the toolkit keeps"),
+    ("a corpus name with a space", ["data", "add", "to y", *SPLIT_FILES], "bad corpus name 'to y'"),
+    ("a corpus name with a colon", ["data", "add", "a:b", *SPLIT_FILES], "bad corpus name 'a:b'"),
+    ("a corpus name of other letters", ["data", "add", "ünï", *SPLIT_FILES], "use ASCII letters"),
+    ("a test file that is the train file", ["data", "add", "leak", *SPLIT_FILES], "same text as the train file"),
+    ("split files without a corpus name", ["data", "add", "--config", "{two_corpora}", "--train", "{text}",
+                                           "--data-dir", "{data}"], "belong to a corpus NAME"),
+    ("a fetched file of blank lines", FETCH_VALID + ["--file", "valid={blank}"], "holds no text"),
+    ("a folder as a fetched file", FETCH_VALID + ["--file", "valid={sandbox}"], "is a folder"),
+    ("a binary fetched file", FETCH_VALID + ["--file", "valid={binary}"], "is not text"),
+    ("one split given two files", FETCH_VALID + ["--file", "valid={text}", "--file", "valid={empty}"],
+     "--file valid is given twice"),
+    ("a manifest with a number for a file", TRAIN + ["--data-dir", "{bad_manifest}"], "manifest.json is corrupt"),
+    ("adding over a corrupt manifest", ["data", "add", "toy", "--train", "{text}", "--valid", "{text}", "--test",
+                                        "{text}", "--data-dir", "{list_manifest}"], "bench data add toy"),
+    ("a scheme listed twice", STATS + ["--schemes", "byte,byte"], "--schemes lists byte more than once"),
+    ("a size written two ways", STATS + ["--schemes", "bpe:300,bpe:0300"], "--schemes lists bpe:300 more than once"),
+    ("a split listed twice in stats", STATS + ["--schemes", "byte", "--splits", "valid,valid"], "more than once"),
+    ("a split listed twice in baselines", ["baselines", "toy", "--splits", "valid,valid", "--data-dir", "{data}",
+                                           "--quiet"], "each once"),
+    ("sentencepiece below the text's characters", STATS + ["--dataset", "cjk", "--schemes", "sp-unigram:400"],
+     "sp-unigram:400 needs N of at least 858"),
+    # models, settings and runtime
+    ("a setting without a value", TRAIN + ["--set", "lr="], "has no value"),
+    ("a vocabulary beyond a tensor", ["models", "describe", "lstm", "--vocab-size", "99999999999999999999"],
+     "beyond 2,147,483,647"),
+    ("a width beyond a tensor", LSTM + ["--set", "nhid=99999999999"], "beyond 2,147,483,647"),
+    ("a model beyond this machine's memory", ["models", "describe", "lstm", "--preset", "tiny", "--vocab-size",
+                                              "2000000000"], "for its weights alone"),
+    ("an MLP of width 0", TRANSFORMER + ["--set", "mlp_ratio=0.001"], "MLP of width 0"),
+    ("an infinite peak", ["speed", "--steps", "1", "--peak-tflops", "inf"], "positive finite number"),
+    ("a temperature too small to sample", ["sample", "{run}", "--temperature", "1e-300"], "too small to sample"),
+    ("a sampling seed beyond 32 bits", ["sample", "{run}", "--seed", "99999999999999999999"], "--seed must be"),
+    ("a negative sampling seed", ["sample", "{run}", "--seed", "-1"], "--seed must be"),
+    ("too many threads to train", TRAIN + ["--set", "threads=100000"], "per core"),
+    ("too many threads to evaluate", ["eval", "{run}", "--threads", "100000"], "per core"),
+    ("too many threads for a matrix", ["run-matrix", "{matrix}", "--threads", "100000", "--dry-run", "--data-dir",
+                                       "{data}", "--results", "{new}"], "per core"),
+    ("a floor for a decay that never happens", TRAIN + ["--set", "min_lr_ratio=0.5"], "schedule is constant"),
+    ("an empty --out", TRAIN + ["--out", ""], "--out is empty"),
+    ("an empty --results", ["run-matrix", "{matrix}", "--results=", "--data-dir", "{data}"], "--results is empty"),
+    ("a run folder that cannot be made", TRAIN + ["--out", "/proc/bench-run"], "/proc/bench-run"),
+    # using a trained model
+    ("token losses through a link", ["eval", "{run}", "--dump-token-losses", "{link}"], "is a link"),
+    ("one draw per line", ["eval", "{run}", "--marginal", "1"], "at least 2 draws"),
+    ("init from a run of another tokenizer", TRAIN + ["--tokenizer", "bpe:300", "--set", "init_from={run}"],
+     "was trained with tokenizer byte"),
+    ("a device that cannot train", TRAIN + ["--set", "device=meta"], "bad device 'meta'"),
+    ("a scheme size beyond 32 bits", STATS + ["--schemes", "bpe:99999999999999999999"], "at most 2,147,483,647"),
+    ("bptt beyond a training stream", LSTM + ["--set", "bptt=100000"], "longer than each of the 16 training streams"),
+    # matrices, reports and pretrained models
+    ("a data folder that does not exist", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{sandbox}/nowhere",
+                                           "--results", "{new}"], "the data folder"),
+    ("a report of runs that all failed", report_of("edited_all-failed"), "no run has finished (1 failed"),
+    ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
+     "already holds other files"),
+    ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
+    ("a matrix into a folder of other files", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{data}",
+                                               "--results", "{sandbox}/configs"], "already holds other files"),
+    ("jobs with a cluster launcher", ["run-matrix", "{matrix}", "--launcher", "submitit-local", "--jobs", "2",
+                                      "--data-dir", "{data}", "--results", "{new}"], "leave --jobs out"),
+    ("GPUs for local cluster jobs without a GPU", ["run-matrix", "{matrix}", "--launcher", "submitit-local",
+                                                   "--gpus-per-run", "2", "--data-dir", "{data}", "--results", "{new}"],
+     "GPU(s) for submitit-local"),
+    ("harness conventions on a user corpus", ["eval-hf", "{fakehf}", "--dataset", "toy", "--conventions", "lm-eval",
+                                              "--data-dir", "{data}", "--out", "{new}"], "is not WikiText"),
+    ("a model folder whose config is not JSON", ["eval-hf", "{badhf}", "--dataset", "toy", "--data-dir", "{data}",
+                                                 "--out", "{new}"], "config.json is not valid JSON"),
+    ("another file under the run's corpus name", ["eval", "{run}", "--data-dir", "{other_data}"],
+     "is not the file this run recorded"),
 ]
 
 
@@ -241,7 +348,7 @@ def call(argv: list[str]) -> tuple[int, str, str]:
 
 
 def files_under(root: Path) -> dict:
-    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+    return {p: (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*")}
 
 
 @pytest.fixture(scope="module")
@@ -254,6 +361,9 @@ def sandbox(tmp_path_factory, make_toy_corpus):
               "matrix": root / "matrix.toml", "results": root / "results"}
     places["file"].write_text("not a folder\n")
     places["empty"].write_text("")
+    places["binary"], places["blank"] = root / "binary.bin", root / "blank.txt"
+    places["binary"].write_bytes(bytes(range(256)) * 20)
+    places["blank"].write_text("\n" * 8)
     places["transformer_run"] = root / "transformer"
     for name, model in (("run", "sha-rnn"), ("lstm_run", "lstm"), ("transformer_run", "transformer")):
         overrides = FAST if model != "transformer" else {"d_model": 16, "nheads": 2, "max_steps": 3, "bptt": 64}
@@ -261,6 +371,7 @@ def sandbox(tmp_path_factory, make_toy_corpus):
                       data_dir=str(root / "data"), out_dir=str(places[name])), show_progress=False)
     _broken_checkpoints(root, places)
     _broken_results(root, places)
+    _broken_data(root, places, paths)
     for name, text in CONFIGS.items():
         places[f"cfg:{name}"] = root / "configs" / f"{name}.toml"
         places[f"cfg:{name}"].parent.mkdir(exist_ok=True)
@@ -270,6 +381,39 @@ def sandbox(tmp_path_factory, make_toy_corpus):
                                    f'valid = "{paths["valid"]}"\ntest = "{paths["test"]}"\n')
     places["two_corpora"] = root / "two.toml"
     return {k: str(v) for k, v in places.items()}
+
+
+def _broken_data(root: Path, places: dict, paths: dict) -> None:
+    """Data folders with a corrupt manifest, another corpus under the run's corpus name, a link into a run."""
+    import json
+
+    from bench.data.user import add_user_corpus
+
+    for name, manifest in (("bad_manifest", None), ("list_manifest", [])):
+        shutil.copytree(root / "data" / "toy", root / name / "toy")
+        if manifest is None:
+            manifest = json.loads((root / name / "toy" / "manifest.json").read_text())
+            manifest["splits"]["train"]["file"] = 5
+        (root / name / "toy" / "manifest.json").write_text(json.dumps(manifest))
+        places[name] = root / name
+    add_user_corpus("toy", {"train": paths["train"], "valid": paths["test"], "test": paths["valid"]},
+                    root / "other-data")
+    places["other_data"] = root / "other-data"
+    from bench.data.facts import load_data_facts
+
+    load_data_facts("toy", "bpe:300", root / "data")  # cached: a refusal after it writes nothing
+    cjk = "".join(chr(0x4E00 + (i * 7919) % 600) + ("\n" if i % 40 == 39 else "") for i in range(12_000))
+    (root / "cjk.txt").write_text(cjk)  # 600 distinct characters: more than 400 pieces can hold
+    (root / "cjk-train.txt").write_text(cjk + cjk[::-1])
+    add_user_corpus("cjk", {"train": root / "cjk-train.txt", "valid": root / "cjk.txt", "test": root / "cjk.txt"},
+                    root / "data")
+    (root / "link.npy").symlink_to(Path(places["run"]) / "x.npy")  # dangling, into a run's folder
+    for name, config in (("fakehf", "{}"), ("badhf", "{not json")):  # model folders that are never loaded
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(config)
+        (root / name / "tokenizer.json").write_text("{}")
+        places[name] = root / name
+    places["link"] = root / "link.npy"
 
 
 def _broken_checkpoints(root: Path, places: dict) -> None:
@@ -313,6 +457,7 @@ EDITS = {
     "seed": lambda t: t.assign(seed=7),
     "duplicated": lambda t: t.loc[t.index.repeat(2)],
     "no-status": lambda t: t.drop(columns=["status"]),
+    "all-failed": lambda t: t.assign(status="failed"),
 }
 
 
@@ -345,7 +490,7 @@ def test_bad_input_is_refused_in_one_line_and_writes_nothing(sandbox, args, frag
 
 
 def test_the_catalogue_is_large_enough():
-    assert len(CASES) >= 60
+    assert len(CASES) >= 190
 
 
 # --------------------------------------------------------------------------- full and read-only file systems
@@ -386,7 +531,7 @@ def test_a_matrix_on_a_full_disk_is_one_line_and_leaves_nothing(sandbox, tmp_pat
 def test_read_only_folders(sandbox, tmp_path):
     """Writing into one is one line; a finished study and tokenize stats still work there (they rewrite nothing)."""
     source = tmp_path / "copy"
-    shutil.copytree(sandbox["sandbox"], source, ignore=shutil.ignore_patterns("full"))
+    shutil.copytree(sandbox["sandbox"], source, ignore=shutil.ignore_patterns("full"), symlinks=True)
     with mounted(tmp_path / "ro", "--bind", "-o", "ro", str(source)) as ro:
         places = {**sandbox, **{k: v.replace(sandbox["sandbox"], str(ro)) for k, v in sandbox.items()}}
         code, _, err = call([expand(a, places) for a in TRAIN])

@@ -287,7 +287,7 @@ def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tin
         one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)
     # a mistyped dataset: refused at --dry-run (it was listed as 'no data', exit 0, and failed after training)
     for split in ("train", "valid", "test"):
-        (tmp_path / f"{split}.txt").write_text("some text for the toy corpus\n" * 200)
+        (tmp_path / f"{split}.txt").write_text(f"some text for the {split} split of the toy corpus\n" * 200)
     config.write_text(MATRIX.format(model=tiny_gpt2).replace('name = "gpt2-tiny"', 'name = "gpt2-tiny"\n'
                                                              'dataset = "wikitext-3"'))
     one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),

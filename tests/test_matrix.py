@@ -117,7 +117,7 @@ def test_dry_run_finds_settings_that_would_fail_every_run(toy, cli, one_line_err
                    "context")
     config_path.write_text(CONFIG.replace("[models.lstm]\n", "[models.lstm]\nbptt = 20\n"))
     one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
-                       str(data)), "cell model=lstm", "both bptt (tokens) and context_chars")
+                       str(data)), "[models.lstm] bptt is held equal by the matching rule", "[context]")
     assert not results.exists()
 
 

@@ -48,6 +48,9 @@ class SchemeSpec:
         return self.family if self.size is None else f"{self.family}:{self.size}"
 
 
+MOST_SIZE = 2**31 - 1
+
+
 def parse_scheme(name: str) -> SchemeSpec:
     from tokenizers_study import FAMILIES  # the registry lives in the package
 
@@ -68,6 +71,8 @@ def parse_scheme(name: str) -> SchemeSpec:
     size = int(size_text)
     if size < cls.min_size:
         raise TokenizerError(f"scheme {name!r}: N must be at least {cls.min_size} ({cls.min_size_why})")
+    if size > MOST_SIZE:  # beyond what the trainers (32-bit) and an embedding can hold
+        raise TokenizerError(f"scheme {name!r}: N must be at most {MOST_SIZE:,}")
     return SchemeSpec(family, size)
 
 

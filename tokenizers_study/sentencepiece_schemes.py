@@ -81,6 +81,10 @@ class _SentencePieceTokenizer(Tokenizer):
                 minloglevel=2,
             )
         except RuntimeError as exc:
+            needed = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(exc))
+            if needed:  # N must hold every character of the train split (with byte fallback's pieces)
+                raise TokenizerError(f"{spec.name} needs N of at least {needed.group(1)}: the train split's characters "
+                                     f"and the special pieces do not fit in {spec.size}; raise N") from None
             raise TokenizerError(f"sentencepiece could not train {spec.name}: {exc}".splitlines()[0]
                                  + "; try a smaller N or a larger train split") from None
         return cls(spec, model.getvalue())

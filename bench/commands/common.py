@@ -14,7 +14,7 @@ DATA_DIR_HELP = "Data folder (default: $BENCH_DATA_DIR or ./data)."
 MODEL_HELP = "Model: sha-rnn, lstm or transformer."
 PRESET_HELP = "Preset: tiny (seconds on CPU), small (minutes on CPU) or paper (GPU)."
 SET_HELP = ("KEY=VALUE: override any model or training field of the preset (e.g. --set attention=all, "
-            "--set max_steps=500, --set lr=1e-3). Repeatable.")
+            "--set max_steps=500, --set lr=1e-3). Repeatable; a key given twice takes its last value.")
 TOKENIZER_HELP = "Tokenization scheme, e.g. byte, bpe:4096, word-open:33278, hf:PATH, spm:PATH."
 
 
@@ -39,18 +39,37 @@ def echo_err(message: str) -> None:
     print(message, file=sys.stderr)
 
 
+PAIR_EXAMPLES = {"--file": "--file train=path/to/file", "--set": "--set lr=1e-3 (KEY=none unsets an optional "
+                 "setting)"}
+
+
 def parse_pairs(values: list[str], option: str) -> dict[str, str]:
+    """KEY=VALUE options. A ``--set`` key given twice takes its last value (so a script can append overrides); any
+    other option's key given twice (two files for one split) is refused rather than one silently dropped."""
     pairs = {}
+    example = PAIR_EXAMPLES.get(option, f"{option} KEY=VALUE")
     for value in values:
-        key, sep, rest = value.partition("=")
-        if not sep or not key or not rest:
-            raise BenchError(f"{option} {value!r}: write it as KEY=VALUE, e.g. {option} train=path/to/file")
-        pairs[key.strip()] = rest.strip()
+        key, sep, rest = (part.strip() for part in value.partition("="))
+        if not sep or not key:
+            raise BenchError(f"{option} {value!r}: write it as KEY=VALUE, e.g. {example}")
+        if not rest:
+            raise BenchError(f"{option} {value!r} has no value: write it as KEY=VALUE, e.g. {example}")
+        if key in pairs and option != "--set":
+            raise BenchError(f"{option} {key} is given twice ({pairs[key]}, {rest}); give it once")
+        pairs[key] = rest
     return pairs
 
 
 def split_list(text: str) -> tuple[str, ...]:
     return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def each_once(values: list[str] | tuple[str, ...], option: str) -> None:
+    """A list option that names a value twice (``--splits valid,valid``, ``bpe:300,bpe:0300``) is refused: it
+    would be measured again and printed twice."""
+    repeated = sorted({v for v in values if list(values).count(v) > 1})
+    if repeated:
+        raise BenchError(f"{option} lists {', '.join(repeated)} more than once; give each once")
 
 
 def split_schemes(text: str) -> tuple[str, ...]:

@@ -94,6 +94,8 @@ def data_add(
     from bench.data.user import add_user_corpora, corpora_from_toml
 
     corpora: dict[str, dict] = {}
+    if name is None and any(v is not None for v in (train, valid, test)):
+        raise BenchError("--train/--valid/--test belong to a corpus NAME: give NAME, or leave them out with --config")
     if config is not None:
         corpora.update(corpora_from_toml(config))
     if name is not None:

@@ -82,12 +82,13 @@ def eval_command(
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
     from dataclasses import asdict
 
-    from bench.engine.device import use_threads
+    from bench.engine.device import check_threads, use_threads
     from bench.engine.inference import evaluate_checkpoint
 
     for option, value in (("--streams", streams), ("--chunk", chunk), ("--threads", threads)):
         if value is not None and value < 1:
             raise BenchError(f"{option} must be at least 1, not {value}")
+    check_threads(threads)
     if split not in ("train", "valid", "test"):
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
     run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
@@ -99,6 +100,8 @@ def eval_command(
             raise BenchError(f"{option} must be at least 1, not {value}")
     if marginal_lines is not None and marginal is None:
         raise BenchError("--marginal-lines chooses the lines of --marginal K; give --marginal too")
+    if marginal == 1:  # one draw per line has no spread: its Monte Carlo error would read as exactly 0
+        raise BenchError("--marginal needs at least 2 draws per line to estimate its error; give --marginal 2 or more")
     if marginal is not None and marginal > MOST_DRAWS:
         raise BenchError(f"--marginal {marginal:,} draws per line is beyond {MOST_DRAWS:,} (each draw is a forward "
                          f"pass over the line; the Monte Carlo error falls only as 1/sqrt(K)); lower it")
@@ -159,6 +162,9 @@ def _marginal(checkpoint_path: Path, split: str, data_dir, draws: int, lines: in
     return report
 
 
+MIN_TEMPERATURE = 1e-4
+
+
 def sample_command(
     checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
     prompt: str = typer.Option("", "--prompt", help="Text to continue."),
@@ -174,6 +180,11 @@ def sample_command(
         raise BenchError(f"--tokens must be at least 1, not {tokens}")
     if not (math.isfinite(temperature) and temperature > 0):
         raise BenchError(f"--temperature must be a positive number, not {temperature}")
+    if temperature < MIN_TEMPERATURE:  # logits / temperature overflow to inf: nothing left to sample from
+        raise BenchError(f"--temperature {temperature:g} is too small to sample with; use at least "
+                         f"{MIN_TEMPERATURE:g}, or --top-k 1 for greedy decoding")
+    if not 0 <= seed < 2**32:
+        raise BenchError(f"--seed must be an integer from 0 to 2**32 - 1, not {seed}")
     if top_k < 0:
         raise BenchError(f"--top-k must be 0 (all tokens) or more, not {top_k}")
     prompt_text, continuation = sample(checkpoint_path, prompt, tokens, temperature, top_k, seed)
@@ -204,8 +215,8 @@ def speed_command(
         raise BenchError("--steps must be at least 1")
     if warmup is not None and warmup < 0:
         raise BenchError("--warmup must be 0 or more")
-    if peak_tflops is not None and not peak_tflops > 0:
-        raise BenchError("--peak-tflops must be a positive number")
+    if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
+        raise BenchError(f"--peak-tflops must be a positive finite number, not {peak_tflops}")
     facts = facts_for_sizing(vocab_size, tokenizer, dataset, data_dir)
     spec = RunSpec(model=model, preset=preset, overrides=parse_pairs(settings, "--set"))
     info = measure_speed(spec, facts, steps, warmup, peak_tflops)
@@ -215,7 +226,9 @@ def speed_command(
     device = info["device"]
     print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
           f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
-    mfu = f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] is not None else ""
+    mfu = "" if info["mfu"] is None else f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] <= 1 else (
+        f", MFU not shown: the measured rate is above the peak of {info['peak_tflops']:g} TFLOP/s (check "
+        "--peak-tflops)")
     print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({flops_rate(info['train_tflops'])}{mfu})  "
           f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s ({info['eval_over_train']:.1f}x training)")
     warm = info["warmup_seconds"]
@@ -267,6 +280,9 @@ def eval_hf_command(
 
     if conventions not in ("bench", "lm-eval"):
         raise BenchError(f"--conventions must be bench or lm-eval, not {conventions!r}")
+    if conventions == "lm-eval" and not dataset.startswith("wikitext"):
+        raise BenchError(f"--conventions lm-eval scores lm-evaluation-harness's wikitext task, and {dataset!r} is not "
+                         f"WikiText; use a wikitext corpus or leave the option out")
     if split not in ("train", "valid", "test"):
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
     settings = HFEvalSettings(str(model_dir), dataset, split, stride, window, batch_size, conventions == "lm-eval",

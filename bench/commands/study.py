@@ -55,7 +55,11 @@ def run_matrix_command(
     if launcher == "local" and (given := [k for k, v in cluster_only.items() if v is not None]):
         raise BenchError(f"{', '.join(given)} set(s) cluster jobs, but --launcher is local (this machine's "
                          f"processes, --jobs); add --launcher slurm or submitit-local, or leave them out")
-    given = dict(partition=partition, gpus_per_run=gpus_per_run, time_limit_min=time_limit, max_parallel=max_parallel)
+    if launcher != "local" and jobs != 1:
+        raise BenchError(f"--jobs runs processes here, but --launcher {launcher} runs cluster jobs (--max-parallel "
+                         f"caps how many run at once); leave --jobs out")
+    given = dict(partition=partition, gpus_per_run=gpus_per_run, time_limit_min=time_limit, max_parallel=max_parallel,
+                 threads=threads)
     cluster = None if launcher == "local" else ClusterSettings(
         launcher, wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet,

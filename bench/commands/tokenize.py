@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from bench.commands.common import data_dir_option, echo_err, split_list, split_schemes
+from bench.commands.common import data_dir_option, each_once, echo_err, split_list, split_schemes
 from bench.errors import BenchError
 
 app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.", no_args_is_help=True,
@@ -36,6 +36,8 @@ def tokenize_stats(
         raise BenchError("--schemes is empty; give e.g. --schemes byte,bpe:4096")
     if not split_list(splits):
         raise BenchError("--splits is empty; give e.g. --splits train,valid,test")
+    each_once(scheme_list, "--schemes")
+    each_once(split_list(splits), "--splits")
     if out is not None:  # before any work: a new file, or this command's own report from before
         from bench.ownership import claim_output_file
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
-from bench.fileio import atomic_path, write_bytes_atomic
+from bench.fileio import atomic_path, write_bytes_atomic, write_text_atomic
 from tokenizers_study import FAMILIES, Tokenizer, TokenizerError, load_tokenizer, parse_scheme, train_tokenizer
 from tokenizers_study import base as tokenizer_base
 from tokenizers_study import text as tokenizer_text
@@ -96,11 +96,15 @@ def save_encoded(data_dir: str | Path | None, split: SplitData, tokenizer: Token
 
 def _write_encoded(path: Path, tokenizer: Tokenizer, ids: np.ndarray) -> None:
     made = [folder for folder in (path.parent, path.parent.parent, path.parent.parent.parent) if not folder.exists()]
+    ids = np.ascontiguousarray(np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
     try:
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as f:
-                np.save(f, np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
+                np.save(f, ids)
+        # written after the ids: an entry without its digest (an interrupted write) is encoded again
+        write_text_atomic(_digest_path(path), f"{_digest(ids)} {len(ids)}\n")
     except OSError as exc:
+        path.unlink(missing_ok=True)  # ids without their digest would only be encoded again
         for folder in made:  # the cache folders this write made, innermost first: none is left empty
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
@@ -109,9 +113,18 @@ def _write_encoded(path: Path, tokenizer: Tokenizer, ids: np.ndarray) -> None:
         raise
 
 
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _digest(ids: np.ndarray) -> str:
+    return hashlib.sha256(memoryview(np.ascontiguousarray(ids)).cast("B")).hexdigest()
+
+
 def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
-    """The cached ids, memory-mapped; None when absent or not trustworthy (truncated, garbage, ids outside
-    the vocabulary), so that they are encoded again."""
+    """The cached ids, memory-mapped; None when absent or not trustworthy (no digest, or ids that do not match
+    the digest written with them: cut short, edited, garbage; ids outside the vocabulary), so that they are
+    encoded again."""
     if not path.is_file():
         return None
     try:
@@ -122,6 +135,13 @@ def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
     outside = len(ids) and ids.max() >= tokenizer.vocab_size
     if ids.ndim != 1 or ids.dtype != id_dtype(tokenizer.vocab_size) or outside:
         _log(f"{path} does not hold ids of {tokenizer.spec.name}; encoding again")
+        return None
+    try:
+        recorded = _digest_path(path).read_text().split()
+    except OSError:
+        recorded = []
+    if recorded != [_digest(ids), str(len(ids))]:
+        _log(f"{path} does not match the digest written with it (cut short or changed); encoding again")
         return None
     return ids
 

@@ -37,7 +37,7 @@ from bench.errors import BenchError
 from bench.fileio import write_json_atomic
 
 # Bump when a method or its settings change: cached figures of another version are not reused.
-METHODS_VERSION = 1
+METHODS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -118,9 +118,9 @@ class BaselineTable:
                    data["methods_version"])
 
 
-def _cache_path(data_dir: Path, corpus: str, splits: dict[str, SplitData]) -> Path:
-    key = hashlib.sha256(json.dumps({"version": METHODS_VERSION, "splits": {s: d.sha256 for s, d in splits.items()}},
-                                    sort_keys=True).encode()).hexdigest()[:20]
+def _cache_path(data_dir: Path, corpus: str, splits: dict[str, SplitData], measured: tuple[str, ...]) -> Path:
+    key = hashlib.sha256(json.dumps({"version": METHODS_VERSION, "splits": {s: d.sha256 for s, d in splits.items()},
+                                     "measured": list(measured)}, sort_keys=True).encode()).hexdigest()[:20]
     return data_dir / "cache" / "baselines" / f"{corpus}-{key}.json"
 
 
@@ -129,12 +129,16 @@ def compressor_baselines(corpus: str, splits: tuple[str, ...] = ("valid", "test"
     """Every method on each of ``splits`` of a fetched corpus, cold and primed with its train split; cached."""
     data_dir = resolve_data_dir(data_dir)
     unknown = [s for s in splits if s not in ("train", "valid", "test")]
-    if unknown or not splits:
-        raise BenchError(f"bad --splits {','.join(splits) or '(none)'}; use train, valid or test, comma-separated")
+    if unknown or not splits or len(set(splits)) < len(splits):
+        raise BenchError(f"bad --splits {','.join(splits) or '(none)'}; use train, valid or test, comma-separated, "
+                         f"each once")
     opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
-    cache = _cache_path(data_dir, corpus, opened)
+    cache = _cache_path(data_dir, corpus, opened, tuple(splits))
     if cache.is_file():
-        return BaselineTable.from_json(json.loads(cache.read_text()))
+        try:
+            return BaselineTable.from_json(json.loads(cache.read_text()))
+        except (ValueError, KeyError, TypeError) as exc:  # a cache is rebuilt, never trusted
+            print(f"{cache} is not a readable baselines table ({exc}); measuring again", file=sys.stderr)
     table = _measure(corpus, opened, tuple(splits), progress)
     write_json_atomic(cache, table.to_json())
     return table
@@ -173,7 +177,9 @@ def _measure(corpus: str, opened: dict[str, SplitData], splits: tuple[str, ...],
         for split in splits:
             n, cold = len(texts[split]), sizes[(m.name, split)]
             primed = None if split == "train" else sizes[(m.name, "train+" + split)] - sizes[(m.name, "train")]
-            rows.append(Baseline(m.name, split, 8 * cold / n, None if primed is None else 8 * primed / n, cold, primed,
-                                 n, m.settings, m.priming))
+            # On a split of a few bytes, block and header effects can make train + split compress smaller than
+            # train: no rate at all, rather than a negative one.
+            rate = None if primed is None or primed <= 0 else 8 * primed / n
+            rows.append(Baseline(m.name, split, 8 * cold / n, rate, cold, primed, n, m.settings, m.priming))
     described = {s: {"sha256": d.sha256, "size": d.size, "status": d.status} for s, d in opened.items()}
     return BaselineTable(corpus, described, rows)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.data.corpora import SPLITS, CorpusSpec, SplitSource, get_corpus
-from bench.data.integrity import CheckResult, check_file
+from bench.data.integrity import CheckResult, check_file, file_problem, text_problem
 from bench.data.manifest import (STATUS_OFFICIAL, STATUS_UNVERIFIED, SplitRecord, corpus_dir, read_manifest,
                                  timestamp, write_manifest)
 from bench.data.paths import resolve_data_dir, resolve_mirror
@@ -89,8 +89,12 @@ class _Fetcher:
 
     def member(self, split: str, source: SplitSource, explicit: Path | None) -> Obtained:
         if explicit is not None:
-            if not explicit.is_file():
-                raise BenchError(f"--file {split}={explicit}: no such file")
+            problem = file_problem(explicit)
+            if problem:
+                raise BenchError(f"--file {split}={explicit} {problem}; give a text file")
+            problem = text_problem(explicit.read_bytes())
+            if problem:
+                raise BenchError(f"--file {split}={explicit} {problem}: a corpus split must hold text")
             return self.loose(explicit, source, "file")
         if source.member in self._members:
             return self._members[source.member]

@@ -64,3 +64,32 @@ def _md5_file(path: Path) -> str:
         while chunk := f.read(1 << 22):
             h.update(chunk)
     return h.hexdigest()
+
+
+def text_problem(data: bytes) -> str | None:
+    """Why these bytes cannot be a corpus split, or None: no text at all (empty or only whitespace), or not text
+    (NUL bytes, or more than 1% of the bytes outside valid UTF-8, as in a binary file)."""
+    if not data.strip():
+        return f"holds no text ({len(data):,} bytes of whitespace)" if data else "is empty"
+    nul = data.count(0)
+    try:
+        data.decode("utf-8")
+        invalid = 0
+    except UnicodeDecodeError:
+        invalid = sum(0xDC80 <= ord(c) <= 0xDCFF for c in data.decode("utf-8", "surrogateescape"))
+    if nul or invalid > 0.01 * len(data):
+        return (f"is not text ({invalid:,} of {len(data):,} bytes are not valid UTF-8, {nul:,} NUL bytes); a corpus "
+                f"split must be a text file")
+    return None
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a file of text, or None: missing, a folder, or not a regular file (a device,
+    a pipe)."""
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a folder"
+    if not path.is_file():
+        return "is not a regular file (a device, a pipe or a socket)"
+    return None

@@ -15,6 +15,7 @@ MANIFEST = "manifest.json"
 STATUS_OFFICIAL = "official"
 STATUS_UNVERIFIED = "unverified"
 STATUS_USER = "user"
+STATUSES = (STATUS_OFFICIAL, STATUS_UNVERIFIED, STATUS_USER)
 
 
 @dataclass
@@ -55,21 +56,44 @@ def corpus_dir(data_dir: Path, name: str) -> Path:
     return data_dir / name
 
 
-def read_manifest(data_dir: Path, name: str) -> dict[str, SplitRecord]:
+FIELDS = {"file": str, "size": int, "sha256": str, "status": str, "source": str}
+
+
+def _load(data_dir: Path, name: str) -> dict | None:
+    """The manifest's JSON, checked for shape and types; None when there is none."""
     path = corpus_dir(data_dir, name) / MANIFEST
     if not path.exists():
-        return {}
+        return None
     try:
         data = json.loads(path.read_text())
-        return {split: SplitRecord.from_json(rec) for split, rec in data["splits"].items()}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise BenchError(f"{path} is corrupt ({exc}); delete it and fetch the corpus again") from None
+        if not isinstance(data, dict) or not isinstance(data.get("splits"), dict):
+            raise ValueError("no table of splits")
+        for split, record in data["splits"].items():
+            if split not in SPLITS or not isinstance(record, dict):
+                raise ValueError(f"splits.{split} is not a split record")
+            for key, kind in FIELDS.items():
+                if not isinstance(record.get(key), kind) or isinstance(record.get(key), bool):
+                    raise ValueError(f"splits.{split}.{key} must be a {kind.__name__}")
+            if Path(record["file"]).name != record["file"] or record["status"] not in STATUSES:
+                raise ValueError(f"splits.{split} names a file outside its folder or an unknown status")
+        return data
+    except (ValueError, OSError) as exc:
+        fix = (f"delete the folder {path.parent} and add the corpus again (bench data add {name} ...)"
+               if name not in REGISTRY else "delete it and fetch the corpus again")
+        raise BenchError(f"{path} is corrupt ({exc}); {fix}") from None
 
 
-def write_manifest(data_dir: Path, name: str, records: dict[str, SplitRecord], user: bool = False) -> None:
+def read_manifest(data_dir: Path, name: str) -> dict[str, SplitRecord]:
+    data = _load(data_dir, name)
+    return {split: SplitRecord.from_json(rec) for split, rec in data["splits"].items()} if data else {}
+
+
+def write_manifest(data_dir: Path, name: str, records: dict[str, SplitRecord], user: bool = False,
+                   folder: str | None = None) -> None:
+    """The manifest of corpus ``name``, in its folder (or in ``folder``, a scratch folder that becomes it)."""
     ordered = {s: records[s].to_json() for s in SPLITS if s in records}
     write_json_atomic(
-        corpus_dir(data_dir, name) / MANIFEST,
+        corpus_dir(data_dir, folder or name) / MANIFEST,
         {"corpus": name, "user_corpus": user, "splits": ordered},
     )
 
@@ -85,7 +109,7 @@ def known_corpora(data_dir: Path) -> list[str]:
 
 
 def is_user_corpus(data_dir: Path, name: str) -> bool:
-    path = corpus_dir(data_dir, name) / MANIFEST
-    if name in REGISTRY or not path.exists():
+    if name in REGISTRY:
         return False
-    return bool(json.loads(path.read_text()).get("user_corpus"))
+    data = _load(data_dir, name)
+    return bool(data and data.get("user_corpus"))

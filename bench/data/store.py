@@ -102,7 +102,11 @@ def list_corpora(data_dir: str | Path | None = None) -> list[ListRow]:
     data_dir = resolve_data_dir(data_dir)
     rows = []
     for corpus in known_corpora(data_dir):
-        records = read_manifest(data_dir, corpus)
+        try:
+            records = read_manifest(data_dir, corpus)
+        except BenchError as exc:  # one corpus's broken manifest does not hide the others
+            rows.append(ListRow(corpus, "-", False, MANIFEST, None, f"corrupt: {exc}", False))
+            continue
         spec = REGISTRY.get(corpus)
         for split in SPLITS:
             record = records.get(split)

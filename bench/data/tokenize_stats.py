@@ -50,7 +50,11 @@ def stats_table(result: StatsResult) -> str:
 
 def _notes(result: StatsResult) -> str:
     lines = []
-    unverified = [s for s, d in result.splits.items() if not d.verified]
+    unverified = [s for s, d in result.splits.items() if not d.verified and d.status != "user"]
+    user = [s for s, d in result.splits.items() if d.status == "user"]
+    if user:
+        lines.append(f"USER CORPUS: {result.dataset} has no official copy; its rows say verified: NO (compare them "
+                     "only with measurements of the same files, by their sha256).")
     if unverified:
         lines.append(f"UNVERIFIED data: {result.dataset} {', '.join(unverified)} "
                      "is not the official file; every row computed from it says verified: NO "

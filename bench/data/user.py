@@ -7,11 +7,13 @@ the sha256 of their files and their records say ``status: user``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from bench.data.corpora import REGISTRY, SPLITS
+from bench.data.integrity import file_problem, text_problem
 from bench.data.manifest import (STATUS_USER, SplitRecord, corpus_dir, is_user_corpus, read_manifest, timestamp,
                                  write_manifest)
 from bench.data.paths import resolve_data_dir
@@ -20,11 +22,19 @@ from bench.errors import BenchError
 from bench.fileio import read_toml, sha256_bytes
 
 
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+RESERVED = ("cache", "downloads")  # folders the toolkit keeps in the data folder
+
+
 def _check_user_name(data_dir: Path, name: str) -> None:
     if name in REGISTRY:
         raise BenchError(f"{name!r} is a registry corpus; give your own corpus another name")
-    if not name or "/" in name or name.startswith("."):
-        raise BenchError(f"bad corpus name {name!r}; use letters, digits, '-' and '_'")
+    if not NAME.fullmatch(name):
+        raise BenchError(f"bad corpus name {name!r}; use ASCII letters, digits, '-' and '_', starting with a letter "
+                         "or digit")
+    if name in RESERVED:
+        raise BenchError(f"{name!r} is a folder the toolkit keeps in the data folder ({', '.join(RESERVED)}); give "
+                         "your corpus another name")
     target = corpus_dir(data_dir, name)
     if target.exists() and not is_user_corpus(data_dir, name):
         raise BenchError(f"{target} exists and is not a user corpus; choose another name")
@@ -45,6 +55,9 @@ def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data
         return existing
     data_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".add-{name}-", dir=data_dir))
+    umask = os.umask(0)
+    os.umask(umask)
+    stage.chmod(0o777 & ~umask)  # as mkdir would make it, not mkdtemp's private 0700
     try:
         records = {}
         for split in SPLITS:
@@ -52,7 +65,7 @@ def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data
             (stage / f"{split}.txt").write_bytes(data)
             records[split] = SplitRecord(file=f"{split}.txt", size=len(data), sha256=digests[split],
                                          status=STATUS_USER, source=source, fetched_at=timestamp(), problem=note)
-        write_manifest(data_dir, stage.name, records, user=True)
+        write_manifest(data_dir, name, records, user=True, folder=stage.name)
         _replace_folder(stage, target)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -79,13 +92,18 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
     for split, path in paths.items():
         if split not in SPLITS:
             raise BenchError(f"unknown split {split!r}; splits are {', '.join(SPLITS)}")
-        if not Path(path).is_file():
-            raise BenchError(f"{split} file {path} does not exist" + (" (it is a folder)" if Path(path).is_dir()
-                                                                          else ""))
+        problem = file_problem(Path(path))
+        if problem:
+            raise BenchError(f"{split} file {path} {problem}; give a text file")
         data = Path(path).read_bytes()
-        if not data.strip():
-            raise BenchError(f"{split} file {path} is empty: a corpus split must hold text")
+        problem = text_problem(data)
+        if problem:
+            raise BenchError(f"{split} file {path} {problem}: a corpus split must hold text")
         contents[split] = (data, f"user file {Path(path).resolve()}")
+    for split in ("valid", "test"):
+        if split in contents and contents[split][0] == contents["train"][0]:
+            raise BenchError(f"corpus {name!r}: the {split} file is the same text as the train file; a model would be "
+                             f"scored on the text it was trained on: give a held-out {split} file")
     return contents
 
 

@@ -31,7 +31,8 @@ def save(path: str | Path, payload: dict) -> None:
                              f"folder not writable") from None
 
 
-def load(path: str | Path) -> dict:
+def locate(path: str | Path) -> Path:
+    """The checkpoint a path names: a .pt file, or a run folder's best (else final, else latest) weights."""
     path = Path(path)
     if path.is_dir():
         for name in ("best.pt", "final.pt", "checkpoint.pt"):
@@ -40,6 +41,11 @@ def load(path: str | Path) -> dict:
                 break
     if not path.is_file():
         raise BenchError(f"no checkpoint at {path}; give a .pt file or a run folder that has best.pt")
+    return path
+
+
+def load(path: str | Path) -> dict:
+    path = locate(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated or foreign file

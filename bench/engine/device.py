@@ -25,7 +25,9 @@ def pick_device(name: str = "auto", local_rank: int | None = None) -> torch.devi
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise BenchError(f"bad device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+        device = None
+    if device is None or device.type not in ("cpu", "cuda", "mps"):  # meta, xla, hpu parse but cannot train here
+        raise BenchError(f"bad device {name!r}; use auto, cpu, cuda, cuda:N or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise BenchError("device cuda was asked for but no CUDA GPU is available; use --set device=cpu")
     if device.type == "mps" and not torch.backends.mps.is_available():
@@ -51,6 +53,16 @@ def default_threads(jobs: int = 1) -> int:
     cores = available_cores()
     busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
     return max(1, (cores - min(busy, cores)) // max(1, jobs))
+
+
+THREADS_PER_CORE = 4  # beyond this, torch's thread pool only waits (5,000 threads on 2 cores hung; 100,000 crashed)
+
+
+def check_threads(threads: int | None, what: str = "--threads") -> None:
+    most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if threads is not None and threads > most:
+        raise BenchError(f"{what} {threads:,} is more than {THREADS_PER_CORE} per core of this machine's "
+                         f"{os.cpu_count()}; give at most {most}")
 
 
 def use_threads(threads: int | None) -> int:

@@ -13,6 +13,8 @@ the layout is recorded with every result.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -121,7 +123,8 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
         per_token = np.concatenate(sum(ranks.gather_objects(mine), []) or [np.zeros(0, dtype=np.float32)])
     model.train(was_training)
     total = ranks.sum(total)
-    return EvalResult(float(total.item()), n, time.perf_counter() - start_time, layout, per_token)
+    used = dataclasses.replace(layout, streams=len(every_stream))  # fewer streams than asked on a short text
+    return EvalResult(float(total.item()), n, time.perf_counter() - start_time, used, per_token)
 
 
 def evaluate_splits(model: LanguageModel, corpus: PreparedCorpus, layout: EvalLayout, device: torch.device,

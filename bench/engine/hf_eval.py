@@ -14,6 +14,7 @@ the harness's own functions: its numbers then sit beside the project's in the re
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -130,6 +131,11 @@ def check_model_folder(model_dir: str | Path, what: str = "MODEL") -> Path:
     if not any((folder / name).is_file() for name in VOCABULARY_FILES):
         raise BenchError(f"{what} {folder} holds no tokenizer ({', '.join(VOCABULARY_FILES[:3])}, ...); save the "
                          f"model's tokenizer into it with save_pretrained")
+    try:
+        json.loads((folder / "config.json").read_text())
+    except (ValueError, OSError) as exc:  # else blamed on the tokenizer, which loads the config first
+        raise BenchError(f"{folder / 'config.json'} is not valid JSON ({exc}); save the model again with "
+                         f"save_pretrained") from None
     return folder
 
 

@@ -17,6 +17,7 @@ from bench.engine.evaluation import evaluate_ids, run_layout
 from bench.engine.result import CheckpointEvaluation, SplitMetrics, SplitProvenance
 from bench.engine.spec import RunSpec, TrainConfig
 from bench.errors import BenchError
+from bench.fileio import atomic_path
 from bench.models import build_model, make_config
 from bench.models.common import LanguageModel
 from bench.provenance import comparability
@@ -61,7 +62,7 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
                         dump: Path | None = None) -> CheckpointEvaluation:
     loaded = load_model(path, device)
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
-    split_data = open_split(loaded.spec.dataset, split, data_dir)
+    split_data = _recorded_split(loaded, split, data_dir)
     ids = encoded_split(loaded.tokenizer, split_data, data_dir)
     text = split_data.read_text()
     layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
@@ -69,7 +70,8 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     result = evaluate_ids(loaded.model, ids, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
                           keep_token_nll=dump is not None)
     if dump is not None:
-        np.save(dump, result.token_nll)
+        with atomic_path(dump) as scratch, open(scratch, "wb") as handle:  # the name as given, whatever it ends in
+            np.save(handle, result.token_nll)
     lossless = loaded.tokenizer.loss_report(text, np.asarray(ids)).lossless
     metrics = SplitMetrics.score(result.total_nll_nats, result.n_tokens, text_counts(text), result.seconds, lossless)
     # The weights and the tokenizer come from the train split: unverified training data makes the
@@ -80,9 +82,22 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
                                       {split: split_data.status, "train": trained_on and trained_on.get("status")})
     return CheckpointEvaluation(
         checkpoint=str(path), split=split, corpus=loaded.spec.dataset, tokenizer=loaded.tokenizer.spec.name,
-        model=loaded.spec.model, layout=layout.to_json(), metrics=metrics, verified=verified, comparable=comparable,
+        model=loaded.spec.model, layout=result.layout.to_json(), metrics=metrics, verified=verified,
+        comparable=comparable,
         comparability_notes=notes, data=SplitProvenance(**split_data.provenance()), trained_on=trained_on,
         device=describe(loaded.device))
+
+
+def _recorded_split(loaded: Loaded, split: str, data_dir: Path):
+    """The split as the run recorded it: a file of the same corpus name with other contents (another data folder,
+    a re-added user corpus) is refused, so that no number for another text is printed under this run's name."""
+    split_data = open_split(loaded.spec.dataset, split, data_dir)
+    recorded = (loaded.payload.get("data") or {}).get(split) or {}
+    if recorded.get("sha256") and recorded["sha256"] != split_data.sha256:
+        raise BenchError(f"{loaded.spec.dataset} {split} in {data_dir} (sha256 {split_data.sha256[:12]}...) is not the "
+                         f"file this run recorded (sha256 {recorded['sha256'][:12]}...); give --data-dir of the "
+                         f"run's own data")
+    return split_data
 
 
 @torch.no_grad()
@@ -122,7 +137,7 @@ def evaluate_marginal(path: str | Path, split: str, data_dir: str | Path | None,
 
     loaded = load_model(path, "auto")
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
-    text = open_split(loaded.spec.dataset, split, data_dir).read_text()
+    text = _recorded_split(loaded, split, data_dir).read_text()
     train = encoded_split(loaded.tokenizer, open_split(loaded.spec.dataset, "train", data_dir), data_dir)
     candidates = [i for i, line in enumerate(text.splitlines(keepends=True)) if line.strip()]
     rng = np.random.default_rng(seed)

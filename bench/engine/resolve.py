@@ -94,6 +94,7 @@ def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
         model_values["context"] = train.bptt  # the Transformer's window is the training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
     _check_layout(spec.model, model, train, facts)
+    _check_runtime(train)
     _check_budget_size(spec.model, model, train, facts)
     return RunConfig(spec, model, train, facts)
 
@@ -128,7 +129,9 @@ def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts:
     from bench.models import build_model
 
     with torch.device("meta"):
-        flops_per_token = 3 * build_model(model_name, model_config).flops_per_token(train.bptt)
+        net = build_model(model_name, model_config)
+    flops_per_token = 3 * net.flops_per_token(train.bptt)
+    _check_memory(net.num_params())
     step = mean_step_tokens(train)
     epoch = epoch_tokens(facts.train_tokens, train.batch_size) if facts.train_tokens else None
     tokens = Budget.of(train).planned_tokens(facts.chars_per_token, epoch, step, flops_per_token)
@@ -140,6 +143,31 @@ def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts:
     if tokens / step > MOST_STEPS:
         raise BenchError(f"the training budget plans {tokens / step:,.3g} steps, beyond {MOST_STEPS:,} (the paper's "
                          f"SHA-RNN trains about 80,000); lower it")
+
+
+def _check_memory(params: int) -> None:
+    """A model whose weights alone (float32) exceed this machine's memory is refused before anything is built."""
+    import os
+
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: nothing to compare with
+        return
+    if 4 * params > memory:
+        raise BenchError(f"the model has {params:,} parameters: {4 * params / 2**30:,.1f} GiB for its weights alone, "
+                         f"more than this machine's {memory / 2**30:,.1f} GiB of memory; lower its sizes or the "
+                         f"vocabulary")
+
+
+def _check_runtime(train: TrainConfig) -> None:
+    """Settings that cannot act as written: too many threads for this machine, a floor for a decay that never
+    happens."""
+    from bench.engine.device import check_threads
+
+    check_threads(train.threads, "threads")
+    if train.schedule == "constant" and train.min_lr_ratio > 0:
+        raise BenchError(f"min_lr_ratio ({train.min_lr_ratio}) is where a linear or cosine decay ends, but schedule is "
+                         f"constant; set schedule=linear or cosine, or leave min_lr_ratio out")
 
 
 def _check_layout(model_name: str, model, train: TrainConfig, facts: DataFacts) -> None:
@@ -154,3 +182,8 @@ def _check_layout(model_name: str, model, train: TrainConfig, facts: DataFacts) 
     if facts.train_tokens is not None and epoch_tokens(facts.train_tokens, train.batch_size) < 2 * train.batch_size:
         raise BenchError(f"train split ({facts.train_tokens} tokens) is too short for batch_size "
                          f"{train.batch_size}; lower batch_size")
+    stream = facts.train_tokens // train.batch_size if facts.train_tokens is not None else None
+    if stream is not None and train.bptt > stream - 1:  # a segment is at most a stream: the rest is never trained
+        raise BenchError(f"bptt {train.bptt} is longer than each of the {train.batch_size} training streams "
+                         f"({stream:,} tokens of {facts.corpus} train under {facts.scheme}); lower bptt to at most "
+                         f"{stream - 1:,} (or batch_size)")

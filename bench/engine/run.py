@@ -139,14 +139,22 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
 
 
 def initial_weights(config: RunConfig) -> dict | None:
-    """The weights ``init_from`` names, checked to be of this run's model family (before anything is written)."""
+    """The weights ``init_from`` names, checked to be of this run's model family and tokenizer (before anything is
+    written): under another tokenizer of the same size every embedding row would belong to another token."""
     if not config.train.init_from:
         return None
     payload = checkpoint.load(config.train.init_from)
-    family = payload.get("resolved", {}).get("spec", {}).get("model")
+    resolved = payload.get("resolved", {})
+    family = resolved.get("spec", {}).get("model")
     if family != config.spec.model:
         raise BenchError(f"init_from {config.train.init_from} holds a {family} model but this run trains a "
                          f"{config.spec.model}; start from a run of the same model")
+    theirs = resolved.get("data", {}).get("tokenizer_hash")
+    if theirs and config.data.tokenizer_hash and theirs != config.data.tokenizer_hash:
+        scheme = resolved.get("data", {}).get("scheme")
+        raise BenchError(f"init_from {config.train.init_from} was trained with tokenizer {scheme} (hash {theirs[:12]}) "
+                         f"but this run uses {config.data.scheme} (hash {config.data.tokenizer_hash[:12]}): its "
+                         f"embeddings belong to other tokens; start from a run of the same tokenizer")
     return payload["model"]
 
 

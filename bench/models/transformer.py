@@ -41,6 +41,9 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         check_ranges(self, positive=("vocab_size", "d_model", "nlayers", "nheads", "mlp_ratio", "context"),
                      probabilities=("dropout",))
+        if self.mlp_width < 1:
+            raise ValueError(f"mlp_ratio {self.mlp_ratio} gives an MLP of width 0 (round(mlp_ratio x d_model)); raise "
+                             f"it to at least {1 / self.d_model:.3g}")
         if self.d_model % self.nheads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of nheads ({self.nheads})")
         if self.positions not in ("learned", "rotary"):

@@ -40,6 +40,9 @@ def study_baselines(done: pd.DataFrame, data_dirs: dict[str, str | None]) -> Stu
         if any(scored[s] != {table.splits[s]["sha256"]} for s in scored):
             found.missing[dataset] = "the data folder's train or test file is not the one these runs used"
             continue
+        if table.best_primed("test") is None:
+            found.missing[dataset] = "the test split is too short for a compressor primed with train to code it"
+            continue
         found.tables[dataset] = table
     return found
 
@@ -61,9 +64,10 @@ def reference_rows(baselines: StudyBaselines, done: pd.DataFrame) -> list[dict]:
     for dataset, table in baselines.tables.items():
         chars_per_byte = _chars_per_byte(done, dataset)
         for b in table.baselines:
+            primed = b.bits_per_byte_primed
             rows.append({"dataset": dataset, "model": f"*{b.method}*", "tokenizer": "compressor, primed with train",
-                         "seeds": "-", "bits/byte": f"{b.bits_per_byte_primed:.4f}",
-                         "bits/char": f"{b.bits_per_byte_primed / chars_per_byte:.4f}",
+                         "seeds": "-", "bits/byte": "-" if primed is None else f"{primed:.4f}",
+                         "bits/char": "-" if primed is None else f"{primed / chars_per_byte:.4f}",
                          "flags": f"alone: {b.bits_per_byte_cold:.4f} bits/byte"})
     return rows
 

@@ -35,6 +35,9 @@ TABLES = ("matrix", "axes", "budget", "context", "shared", "models", "tokenizers
 BUDGET_KEYS = tuple(limit.unit for limit in LIMITS if limit.unit != "minutes")
 CONTEXT_KEYS = ("chars", "tokens")
 TEXT_AXES = ("model", "preset", "tokenizer", "dataset", "match")
+MATRIX_KEYS = ("name", "description", "match", "data_dir")
+# Settings a matrix holds equal by its matching rule: [budget] and [context] set them, never a settings table.
+RULED = ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_train_flops", "bptt", "context_chars")
 
 
 @dataclass
@@ -69,8 +72,24 @@ def _grid(table: dict, path: Path, where: str) -> dict[str, list]:
             if isinstance(item, bool) and kind is int or not isinstance(item, kind):
                 want = {str: "a string", int: "an integer"}.get(kind, "a string or a number")
                 raise BenchError(f"{path}: {where} {key} = {item!r}: each value must be {want}")
+            if isinstance(item, str) and item != item.strip():
+                raise BenchError(f"{path}: {where} {key} = {item!r} has spaces around it; write {item.strip()!r}")
+        same = [(a, b) for i, a in enumerate(values) for b in values[i + 1:] if _same_value(a, b)]
+        if same:
+            raise BenchError(f"{path}: {where} {key} lists one value twice ({same[0][0]!r} and {same[0][1]!r}); list "
+                             f"each value once")
         grid[key] = values
     return grid
+
+
+def _same_value(a, b) -> bool:
+    """16, 16.0 and "16" are one setting once converted to the field's type."""
+    def number(v):
+        try:
+            return float(v) if not isinstance(v, bool) else None
+        except (TypeError, ValueError):
+            return None
+    return a == b or (number(a) is not None and number(a) == number(b))
 
 
 def _table(doc: dict, key: str, path: Path) -> dict:
@@ -91,6 +110,13 @@ def load_config(path: str | Path) -> MatrixConfig:
     if unknown:
         raise BenchError(f"{path}: unknown section(s) {unknown}; allowed: {', '.join(TABLES)}")
     meta = _table(doc, "matrix", path)
+    bad = sorted(set(meta) - set(MATRIX_KEYS))
+    if bad:
+        raise BenchError(f"{path}: unknown [matrix] key(s) {bad}; allowed: {', '.join(MATRIX_KEYS)}")
+    for key in ("description", "match", "data_dir"):
+        if key in meta and not isinstance(meta[key], str):
+            hint = "; several rules go in [axes] match = [...]" if key == "match" else ""
+            raise BenchError(f"{path}: [matrix] {key} must be a string, not {meta[key]!r}{hint}")
     name = meta.get("name") or path.stem
     if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
         raise BenchError(f"{path}: matrix name {name!r} must use letters, digits, '-' and '_'")
@@ -99,9 +125,13 @@ def load_config(path: str | Path) -> MatrixConfig:
         if key not in axes:
             raise BenchError(f"{path}: [axes] needs a non-empty {key} list")
     includes = []
-    for entry in doc.get("include", []):
+    for number, entry in enumerate(doc.get("include", []), 1):
         if not isinstance(entry, dict):
             raise BenchError(f"{path}: every [[include]] must be a table of axis values")
+        missing = [key for key in ("model", "tokenizer", "dataset") if key not in entry]
+        if missing:
+            raise BenchError(f"{path}: [[include]] {number} needs model, tokenizer and dataset (missing: "
+                             f"{', '.join(missing)})")
         includes.append(_grid(entry, path, "[[include]]"))
     phases = doc.get("phases", [])
     if not isinstance(phases, list) or not all(isinstance(p, dict) and p.get("name") for p in phases):
@@ -111,6 +141,7 @@ def load_config(path: str | Path) -> MatrixConfig:
         bad = sorted(set(table) - set(keys))
         if bad:
             raise BenchError(f"{path}: unknown [{label}] key(s) {bad}; allowed: {', '.join(keys)}")
+    _no_ruled_settings(_table(doc, "shared", path), "[shared]", path)
     config = MatrixConfig(
         name=name, path=path, sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
         description=str(meta.get("description", "")), axes=axes, includes=includes, budget=budget,
@@ -132,6 +163,7 @@ def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
     for name, entry in tables.items():
         if not isinstance(entry, dict):
             raise BenchError(f"{path}: [{key}.{name}] must be a table of settings")
+        _no_ruled_settings(entry, f"[{key}.{name}]", path)
         if key == "models" and name not in PRESETS:
             raise BenchError(f"{path}: [models.{name}]: unknown model; models: {', '.join(PRESETS)}")
         if key == "tokenizers":
@@ -140,6 +172,14 @@ def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
             except USER_ERRORS as exc:
                 raise BenchError(f'{path}: [tokenizers."{name}"]: {exc}') from None
     return tables
+
+
+def _no_ruled_settings(table: dict, where: str, path: Path) -> None:
+    """A budget or context in a settings table would be replaced by the matching rule's without a word."""
+    ruled = [key for key in table if key in RULED]
+    if ruled:
+        raise BenchError(f"{path}: {where} {ruled[0]} is held equal by the matching rule: a matrix's budget goes in "
+                         f"[budget] (chars, tokens, steps, flops, epochs) and its context in [context] (chars, tokens)")
 
 
 def _corpora(doc: dict, path: Path) -> dict[str, dict]:

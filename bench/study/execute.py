@@ -73,6 +73,9 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
         raise BenchError("--jobs must be at least 1")
     if threads is not None and threads < 1:
         raise BenchError(f"--threads must be at least 1, not {threads}")
+    from bench.engine.device import check_threads
+
+    check_threads(threads)
     if cluster is not None:
         cluster.check()
     config = load_config(config_path)

@@ -40,6 +40,7 @@ class ClusterSettings:
     max_parallel: int | None = None  # jobs of the array running at once
     wait: bool = False  # wait for the jobs (always with submitit-local)
     signal_delay_s: int | None = None  # SIGUSR2 this long before the time limit (None: submitit's default)
+    threads: int | None = None  # torch CPU threads of each job (--threads)
 
     def check(self) -> None:
         if self.launcher not in LAUNCHERS:
@@ -50,6 +51,13 @@ class ClusterSettings:
             raise BenchError(f"--time-limit must be at least 1 minute, not {self.time_limit_min}")
         if self.max_parallel is not None and self.max_parallel < 1:
             raise BenchError(f"--max-parallel must be at least 1, not {self.max_parallel}")
+        if self.launcher == "submitit-local" and self.gpus_per_run > 0:
+            import torch
+
+            if self.gpus_per_run > torch.cuda.device_count():
+                raise BenchError(f"--gpus-per-run {self.gpus_per_run} but this machine has "
+                                 f"{torch.cuda.device_count()} GPU(s) for submitit-local's jobs; give --gpus-per-run "
+                                 f"0 (a CPU job) or at most {torch.cuda.device_count()}")
         if self.launcher == "slurm" and shutil.which("sbatch") is None:
             raise BenchError("--launcher slurm needs a Slurm cluster (sbatch is not on PATH); use --launcher local")
 
@@ -58,8 +66,9 @@ class ChainJob(submitit.helpers.Checkpointable):
     """One cell's runs as one job; ``checkpoint`` (called by submitit at timeout) requeues the same job, which
     resumes each run from its own checkpoint."""
 
-    def __init__(self, configs: list[dict]):
+    def __init__(self, configs: list[dict], threads: int | None = None):
         self.configs = configs
+        self.threads = threads
 
     def __call__(self) -> list[dict]:
         from bench.engine.trainer import TrainingInterrupted
@@ -68,7 +77,8 @@ class ChainJob(submitit.helpers.Checkpointable):
         if submitit.JobEnvironment().num_tasks > 1:
             submitit.helpers.TorchDistributedEnvironment().export()  # RANK, WORLD_SIZE, MASTER_ADDR, ...
         try:
-            records = run_chain(self.configs, WorkerSettings(log_to_file=True, show_progress=False))
+            records = run_chain(self.configs, WorkerSettings(log_to_file=True, show_progress=False,
+                                                             threads=self.threads))
         except TrainingInterrupted as exc:
             if exc.signal_name == "SIGUSR2":  # time is nearly up: the checkpoint is saved, let submitit requeue
                 os.kill(os.getpid(), signal.SIGUSR2)
@@ -88,7 +98,7 @@ def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings:
     if settings.signal_delay_s is not None:
         executor.update_parameters(signal_delay_s=settings.signal_delay_s)
     with executor.batch():
-        jobs = [executor.submit(ChainJob([run.config.to_json() for run in chain])) for chain in todo]
+        jobs = [executor.submit(ChainJob([run.config.to_json() for run in chain], settings.threads)) for chain in todo]
     return jobs
 
 
@@ -96,7 +106,7 @@ def wait_for(jobs: list, todo: list[list[PlannedRun]]):
     """Yield each chain with its records as its job ends (a job that failed outright: one failed record)."""
     for job, chain in zip(jobs, todo):
         try:
-            records = [RunRecord.from_json(r) for r in job.result()]
+            records = [RunRecord.from_json(r) for r in job.results()[0]]  # a job of several tasks: rank 0's
         except Exception as exc:  # the job itself failed: its log is in the .submitit folder
             records = [RunRecord(str(chain[0].run_dir), RunStatus.FAILED, f"job {job.job_id} failed: {job_error(exc)}")]
         yield chain, records

@@ -17,6 +17,7 @@ from pathlib import Path
 from bench.data.corpora import REGISTRY, UnknownCorpus, get_corpus
 from bench.data.facts import DataFacts, load_data_facts
 from bench.data.manifest import is_user_corpus
+from bench.engine import checkpoint
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.resolve import RunConfig, resolve
 from bench.engine.result import RunStatus
@@ -81,13 +82,30 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[P
             chain.append(run)
             previous_dir = run.run_dir
         chains.append(chain)
+    _each_run_once(config, [run for chain in chains for run in chain])
     return chains
+
+
+def _each_run_once(config: MatrixConfig, runs: list[PlannedRun]) -> None:
+    """Two cells that resolve to one run (16 and 16.0, a setting that changes nothing) would train it twice and
+    count it as two seeds."""
+    seen: dict[str, PlannedRun] = {}
+    for run in runs:
+        if run.run_id is None:
+            continue
+        if run.run_id in seen:
+            raise BenchError(f"{config.path}: cells {cell_label(seen[run.run_id].cell)} and {cell_label(run.cell)} are "
+                             f"the same run (run id {run.run_id[:10]}); list each setting once")
+        seen[run.run_id] = run
 
 
 def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
     """The data's facts (training and encoding the tokenizer through the cache), or why the data are not
     there; an unknown corpus, or a tokenization that cannot be trained on it, is an error of the config."""
     if spec.dataset not in REGISTRY and not is_user_corpus(data_dir, spec.dataset):
+        if not data_dir.is_dir():
+            raise UnknownCorpus(f"unknown corpus {spec.dataset!r}: the data folder {data_dir} does not exist; give the "
+                                f"folder that holds your corpora (bench data list --data-dir DIR shows them)")
         get_corpus(spec.dataset)  # the unknown-corpus message
     try:
         return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
@@ -106,6 +124,8 @@ def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: Run
         return PlannedRun(cell, phase_name, spec, None, RunStatus.NO_DATA, problem=facts)
     try:
         resolved = resolve(spec, facts)
+        if resolved.train.init_from and not (phase and phase.get("init_from") == "previous"):
+            checkpoint.locate(resolved.train.init_from)  # weights named in the config must exist before anything runs
     except BenchError as exc:
         raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
     run_dir = results_dir / run_folder_name(cell, phase, resolved.run_id())

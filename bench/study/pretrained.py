@@ -79,8 +79,12 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
             raise BenchError(f"{path}: [[pretrained]] name {name!r} must use letters, digits, '-', '_' and '.'")
         wanted = entry.get("dataset", datasets)
         wanted = [wanted] if isinstance(wanted, str) else wanted
-        if not wanted or not all(isinstance(d, str) for d in wanted):
-            raise BenchError(f"{path}: [[pretrained]] {name}: dataset must be a name or a list of names")
+        if not isinstance(wanted, list) or not wanted or not all(isinstance(d, str) for d in wanted):
+            raise BenchError(f"{path}: [[pretrained]] {name}: dataset must be a name or a list of names, not "
+                             f"{entry.get('dataset')!r}")
+        if len(set(wanted)) < len(wanted):
+            raise BenchError(f"{path}: [[pretrained]] {name}: dataset lists a name twice ({', '.join(wanted)}); list "
+                             f"each once")
         for key in ("window", "stride", "batch_size"):
             value = entry.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -50,6 +50,10 @@ def load_study(results_dir: Path) -> Study:
     runs_table = read_runs_table(results_dir)
     table = runs_table.rows
     done = runs_table.done()
+    if done.empty:
+        counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
+        raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished ({counts}: see each run's status and error "
+                         f"there); nothing to report yet")
     checked = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()  # before any number is used
                if row["match"] != PRETRAINED or (results_dir / str(row["run_dir"]) / RESULT).is_file()}
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"

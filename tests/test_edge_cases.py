@@ -1,0 +1,128 @@
+"""What a hostile tester found that is not a plain refusal (tests/test_bad_inputs.py holds those): numbers
+recorded as they were computed, caches that are rebuilt rather than trusted, data folders that stay readable."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import numpy as np
+import pytest
+
+from bench.engine.run import train
+from bench.engine.spec import RunSpec
+from tests.test_bad_inputs import FAST, call
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory, make_toy_corpus):
+    root = tmp_path_factory.mktemp("edges")
+    data = make_toy_corpus(root)
+    run = root / "run"
+    train(RunSpec(model="lstm", tokenizer="byte", dataset="toy", overrides=FAST, data_dir=str(data),
+                  out_dir=str(run)), show_progress=False)
+    return root, data, run
+
+
+def test_a_user_corpus_records_its_own_name_and_is_readable_by_others(toy):
+    root, data, _ = toy
+    manifest = json.loads((data / "toy" / "manifest.json").read_text())
+    assert manifest["corpus"] == "toy"  # not the scratch folder it was written in
+    assert (data / "toy").stat().st_mode & stat.S_IROTH  # as mkdir makes it, not mkdtemp's 0700
+
+
+def test_one_corrupt_manifest_does_not_hide_the_other_corpora(toy, tmp_path):
+    import shutil
+
+    _, data, _ = toy
+    copy = tmp_path / "data"
+    for name in ("toy", "toy2"):
+        shutil.copytree(data / "toy", copy / name)
+    (copy / "toy2" / "manifest.json").write_text("[]")
+    code, out, err = call(["data", "list", "--data-dir", str(copy), "--json"])
+    rows = json.loads(out)
+    assert code == 0, err
+    assert {r["corpus"] for r in rows if r["present"]} >= {"toy"}
+    assert any(r["corpus"] == "toy2" and r["status"].startswith("corrupt") for r in rows)
+
+
+def test_more_streams_than_tokens_records_the_streams_used(toy):
+    _, data, run = toy
+    code, out, err = call(["eval", str(run), "--split", "valid", "--streams", "1000000000", "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["layout"]["streams"] == result["metrics"]["n_tokens"]  # every token from <bos>: as recorded
+
+
+def test_token_losses_go_to_the_name_given(toy, tmp_path):
+    _, _, run = toy
+    (tmp_path / "losses.npy").write_text("precious")
+    code, _, err = call(["eval", str(run), "--split", "valid", "--dump-token-losses", str(tmp_path / "losses")])
+    assert code == 0, err
+    assert (tmp_path / "losses.npy").read_text() == "precious"  # np.save would have added .npy and replaced it
+    assert np.load(tmp_path / "losses").ndim == 1
+
+
+def test_a_cut_short_encoded_cache_is_encoded_again(toy):
+    _, data, run = toy
+    before = json.loads(call(["eval", str(run), "--split", "test", "--json"])[1])["metrics"]
+    cached = next((data / "cache" / "encoded" / "toy").glob("test.*.npy"))
+    short = np.array(np.load(cached)[:10])
+    with open(cached, "wb") as handle:
+        np.save(handle, short)
+    code, out, err = call(["eval", str(run), "--split", "test", "--json"])
+    assert code == 0 and "encoding again" in err, err
+    after = json.loads(out)["metrics"]
+    assert after["n_tokens"] == before["n_tokens"] and after["bits_per_byte"] == before["bits_per_byte"]
+
+
+def test_tokenize_stats_calls_a_user_corpus_a_user_corpus(toy):
+    _, data, _ = toy
+    code, out, _ = call(["tokenize", "stats", "--dataset", "toy", "--schemes", "byte", "--splits", "valid",
+                         "--data-dir", str(data)])
+    assert code == 0 and "USER CORPUS: toy has no official copy" in out and "UNVERIFIED" not in out
+
+
+def test_baselines_never_print_a_negative_rate_and_rebuild_a_corrupt_cache(toy, tmp_path):
+    from bench.data.compressors import compressor_baselines
+    from bench.data.user import add_user_corpus
+
+    root, data, _ = toy
+    (tmp_path / "ab.txt").write_text("ab\n")
+    add_user_corpus("short", {"train": root / "train.txt", "valid": tmp_path / "ab.txt", "test": root / "test.txt"},
+                    data)
+    table = compressor_baselines("short", ("valid",), data)
+    assert all(b.bits_per_byte_primed is None or b.bits_per_byte_primed > 0 for b in table.baselines)
+    cache = next((data / "cache" / "baselines").glob("short-*.json"))
+    cache.write_text("garbage")
+    assert compressor_baselines("short", ("valid",), data).baselines == table.baselines
+    both = compressor_baselines("short", ("train", "valid"), data)  # other splits asked: not the cached table
+    assert {b.split for b in both.baselines} == {"train", "valid"}
+
+
+def test_an_mfu_above_the_peak_is_not_printed_as_a_percentage():
+    code, out, err = call(["speed", "--model", "lstm", "--steps", "1", "--warmup", "0", "--set", "emsize=16",
+                           "--set", "nhid=16", "--set", "bptt=8", "--set", "batch_size=2", "--peak-tflops", "1e-12"])
+    assert code == 0, err
+    assert "MFU not shown: the measured rate is above the peak" in out and "%" not in out.split("train:")[1]
+
+
+def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
+    from bench.engine.result import RunStatus
+    from bench.study.launch import wait_for
+    from bench.study.run_status import RunRecord
+
+    class Job:  # submitit's multi-task job: result() refuses, results() has one entry per task
+        job_id = "1"
+
+        def result(self):
+            raise RuntimeError("You should use `results()` if your job has subtasks.")
+
+        def results(self):
+            return [[RunRecord("run", RunStatus.DONE).to_json()], [RunRecord("run", RunStatus.DONE).to_json()]]
+
+    class Planned:
+        run_dir = "run"
+
+    [(_, records)] = list(wait_for([Job()], [[Planned()]]))
+    assert [r.status for r in records] == [RunStatus.DONE]
