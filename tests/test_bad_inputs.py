@@ -85,6 +85,16 @@ CONFIGS = {
     "include-part": MATRIX + '[[include]]\nmodel = "lstm"\n',
     "pretrained-number": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ndataset = 3\n',
     "pretrained-twice": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ndataset = ["toy", "toy"]\n',
+    "phases-alike": MATRIX + '[[phases]]\nname = "a"\n[[phases]]\nname = "a"\ninit_from = "previous"\n',
+    "phase-typo": MATRIX + '[[phases]]\nname = "a"\n[[phases]]\nname = "b"\ninit_from = "previouss"\n',
+    "corpus-path-number": MATRIX.replace('dataset = ["toy"]', 'dataset = ["c2"]')
+    + '[corpora.c2]\ntrain = 3\nvalid = "v.txt"\ntest = "s.txt"\n',
+    "prefix-too-long": MATRIX.replace('dataset = ["toy"]', 'dataset = ["c6"]')
+    + '[corpora.c6]\nprefix_of = "toy"\ntrain_bytes = 10_000_000\nvalid_bytes = 100\ntest_bytes = 100\n',
+    "name-empty": MATRIX.replace('name = "toy"', 'name = ""'),
+    "name-number": MATRIX.replace('name = "toy"', "name = 123"),
+    "unused-table": MATRIX + '[tokenizers."bpe:500"]\nnhid = 32\n',
+    "model-preset": MATRIX + '[models.lstm]\npreset = "small"\n',
 }
 
 SPLIT_FILES = ["--train", "{text}", "--valid", "{text}", "--test", "{text}", "--data-dir", "{data}"]
@@ -240,7 +250,14 @@ CASES = [
          ("matrix-key", "unknown [matrix] key(s) ['nmae']"),
          ("include-part", "[[include]] 1 needs model, tokenizer and dataset (missing: tokenizer, dataset)"),
          ("pretrained-number", "dataset must be a name or a list of names, not 3"),
-         ("pretrained-twice", "dataset lists a name twice")]] + [
+         ("pretrained-twice", "dataset lists a name twice"),
+         ("phases-alike", "two [[phases]] are named alike"), ("phase-typo", 'init_from = "previous"'),
+         ("corpus-path-number", "[corpora.c2] train must be a file path"),
+         ("prefix-too-long", "train_bytes 10,000,000 is more than toy's train split"),
+         ("name-empty", "[matrix] name must be a non-empty string"),
+         ("name-number", "[matrix] name must be a non-empty string, not 123"),
+         ("unused-table", '[tokenizers.bpe:500] matches no tokenizer of the grid'),
+         ("model-preset", "a preset is chosen in [shared]")]] + [
     # reports
     ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
     ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),
@@ -320,6 +337,11 @@ CASES = [
     ("a data folder that does not exist", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{sandbox}/nowhere",
                                            "--results", "{new}"], "the data folder"),
     ("a report of runs that all failed", report_of("edited_all-failed"), "no run has finished (1 failed"),
+    ("a report of an unknown status", report_of("edited_weird"), "unknown status 'weird'"),
+    ("a report whose matrix name is a path", report_of("edited_escape"), "'../../escaped' is not a matrix name"),
+    ("a report of a damaged learning curve", report_of("bad_log"), "log.jsonl line 1 is not JSON"),
+    ("a report of a missing learning curve", report_of("no_log"), "log.jsonl is missing"),
+    ("a misspelt user corpus", TRAIN + ["--dataset", "toyy"], "user corpora in"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -433,8 +455,11 @@ def _broken_results(root: Path, places: dict) -> None:
 
     Path(places["matrix"]).write_text(MATRIX)
     run_matrix(places["matrix"], places["results"], data_dir=places["data"], show_progress=False)
-    for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll"):
+    for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll", "bad_log", "no_log"):
         shutil.copytree(places["results"], root / name)
+        places[name] = root / name
+    next((root / "bad_log").glob("*/log.jsonl")).write_text("garbage\n{}\n")
+    next((root / "no_log").glob("*/log.jsonl")).unlink()
     next((root / "corrupt_nll").glob("*/result.json")).with_name("token_nll.test.npy").write_bytes(b"\x93NUMPY garbage")
     places.update(corrupt_nll=root / "corrupt_nll")
     runs_csv = root / "torn" / "runs.csv"
@@ -458,6 +483,8 @@ EDITS = {
     "duplicated": lambda t: t.loc[t.index.repeat(2)],
     "no-status": lambda t: t.drop(columns=["status"]),
     "all-failed": lambda t: t.assign(status="failed"),
+    "weird": lambda t: t.assign(status="weird"),
+    "escape": lambda t: t.assign(matrix="../../escaped"),
 }
 
 

@@ -126,3 +126,32 @@ def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
 
     [(_, records)] = list(wait_for([Job()], [[Planned()]]))
     assert [r.status for r in records] == [RunStatus.DONE]
+
+
+def test_a_report_of_runs_scored_on_valid_only_says_so(toy, tmp_path):
+    from bench.study.execute import run_matrix
+    from bench.study.report import build_report
+    from bench.errors import BenchError
+    from tests.test_bad_inputs import MATRIX
+
+    _, data, _ = toy
+    config = tmp_path / "v.toml"
+    config.write_text(MATRIX.replace("nhid = 16", 'nhid = 16\nfinal_eval_splits = "valid"'))
+    run_matrix(config, tmp_path / "results", data_dir=data, show_progress=False)
+    with pytest.raises(BenchError, match="no finished run was scored on the test split"):
+        build_report(tmp_path / "results", tmp_path / "report")
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_report_does_not_show_a_config_that_changed_since_the_runs(toy, tmp_path):
+    from bench.study.execute import run_matrix
+    from bench.study.report import build_report
+    from tests.test_bad_inputs import MATRIX
+
+    _, data, _ = toy
+    config = tmp_path / "m.toml"
+    config.write_text(MATRIX)
+    run_matrix(config, tmp_path / "results", data_dir=data, show_progress=False)
+    (tmp_path / "results" / "matrix.toml").write_text("garbage [[[")
+    page = build_report(tmp_path / "results", tmp_path / "report").read_text()
+    assert "is missing or has changed since the runs were made" in page and "garbage [[[" not in page

@@ -46,7 +46,7 @@ def verify(name: str | None = None, data_dir: str | Path | None = None) -> list[
     data_dir = resolve_data_dir(data_dir)
     names = [name] if name else known_corpora(data_dir)
     if name and not (corpus_dir(data_dir, name) / MANIFEST).exists():
-        get_corpus(name)  # an unknown name gets the unknown-corpus message
+        get_corpus(name, data_dir)  # an unknown name gets the unknown-corpus message
         raise BenchError(f"corpus {name!r} is not in {data_dir}; nothing to verify (fetch it first: "
                          f"bench data fetch {name})")
     rows = []
@@ -151,7 +151,7 @@ def open_split(name: str, split: str, data_dir: str | Path | None = None) -> Spl
     records = read_manifest(data_dir, name)
     if not records:
         if name not in REGISTRY:
-            get_corpus(name)
+            get_corpus(name, data_dir)
         raise BenchError(f"corpus {name!r} is not in {data_dir}; run: bench data fetch {name} --mirror DIR "
                          f"(or set BENCH_DATA_DIR to the folder that has it)")
     record = records.get(split)

@@ -138,6 +138,9 @@ def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: s
         if not isinstance(size, int) or size < 1:
             raise BenchError(f"corpus {name!r}: {split}_bytes must be a positive integer")
         original = open_split(source, split, data_dir)
+        if size > original.size:  # else the "prefix" would silently be the whole split
+            raise BenchError(f"corpus {name!r}: {split}_bytes {size:,} is more than {source}'s {split} split "
+                             f"({original.size:,} bytes); give at most that")
         data = original.path.read_bytes()[:size]
         cut = data.rfind(b"\n") + 1 if len(data) == size and b"\n" in data else len(data)
         if not data[:cut].strip():

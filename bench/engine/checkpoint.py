@@ -49,7 +49,9 @@ def load(path: str | Path) -> dict:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a truncated or foreign file
-        raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+        first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""
+        raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {first}); it is damaged or not "
+                         f"a checkpoint: restore it, or delete it (a run then starts again from its start)") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BenchError(f"{path} is not a checkpoint of this toolkit (format {FORMAT})")
     missing = [key for key in ("resolved", "model", "tokenizer") if key not in payload]

@@ -70,10 +70,10 @@ def identify(settings: HFEvalSettings) -> PretrainedIdentity:
     from bench.data.store import open_split
 
     folder = check_model_folder(settings.model_dir)
-    for option, value in (("--window", settings.window), ("--stride", settings.stride),
-                          ("--batch-size", settings.batch_size)):
-        if value is not None and value < 1:
-            raise BenchError(f"{option} must be at least 1, not {value}")
+    for option, value, least in (("--window", settings.window, 2), ("--stride", settings.stride, 1),
+                                 ("--batch-size", settings.batch_size, 1)):
+        if value is not None and value < least:  # a window holds the token predicted from and one scored token
+            raise BenchError(f"{option} must be at least {least}, not {value}")
     if settings.precision not in ("auto", "float32", "bfloat16"):
         raise BenchError(f"--precision must be auto, float32 or bfloat16, not {settings.precision!r}")
     split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))

@@ -49,8 +49,9 @@ class RunConfig:
         train = asdict(self.train)
         train.pop("device")
         train.pop("threads")
-        if train["init_from"]:  # the previous run's folder name carries its run id; its location does not matter
-            train["init_from"] = Path(train["init_from"]).name
+        if train["init_from"]:  # a run folder's name carries its run id, a checkpoint's its folder's: not the location
+            start = Path(train["init_from"])
+            train["init_from"] = "/".join(start.parts[-2:]) if start.suffix == ".pt" else start.name
         content = {"spec": spec, "model": asdict(self.model), "train": train, "data": self.data.identity()}
         blob = json.dumps(content, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

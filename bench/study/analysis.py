@@ -38,7 +38,16 @@ class RunData:
         from bench.engine.trainer import LOG, read_log_lines
 
         path = self.run_dir / LOG
-        return [json.loads(line) for line in read_log_lines(path)] if path.is_file() else []
+        if not path.is_file():
+            raise BenchError(f"{path} is missing: the run's learning curve; restore it or train the run again")
+        entries = []
+        for number, line in enumerate(read_log_lines(path), 1):
+            try:
+                entries.append(json.loads(line))
+            except ValueError:
+                raise BenchError(f"{path} line {number} is not JSON: the run's learning curve is damaged; restore it "
+                                 f"or train the run again") from None
+        return entries
 
     def marginal(self, split: str = "test") -> dict | None:
         """The estimate of ``bench eval --marginal`` saved in the run folder, if any."""

@@ -117,9 +117,14 @@ def load_config(path: str | Path) -> MatrixConfig:
         if key in meta and not isinstance(meta[key], str):
             hint = "; several rules go in [axes] match = [...]" if key == "match" else ""
             raise BenchError(f"{path}: [matrix] {key} must be a string, not {meta[key]!r}{hint}")
+    if "name" in meta and (not isinstance(meta["name"], str) or not meta["name"].strip()):
+        raise BenchError(f"{path}: [matrix] name must be a non-empty string, not {meta['name']!r}; give a name or "
+                         f"leave the key out (the file's name is the default)")
     name = meta.get("name") or path.stem
-    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
-        raise BenchError(f"{path}: matrix name {name!r} must use letters, digits, '-' and '_'")
+    if not name.replace("-", "").replace("_", "").isalnum():
+        source = "[matrix] name" if "name" in meta else "the matrix name (from the file's name)"
+        raise BenchError(f"{path}: {source} {name!r} must use letters, digits, '-' and '_', with at least one letter "
+                         f"or digit" + ("" if "name" in meta else "; set [matrix] name = \"...\""))
     axes = _grid(_table(doc, "axes", path), path, "[axes]")
     for key in ("model", "tokenizer", "dataset"):
         if key not in axes:
@@ -133,9 +138,7 @@ def load_config(path: str | Path) -> MatrixConfig:
             raise BenchError(f"{path}: [[include]] {number} needs model, tokenizer and dataset (missing: "
                              f"{', '.join(missing)})")
         includes.append(_grid(entry, path, "[[include]]"))
-    phases = doc.get("phases", [])
-    if not isinstance(phases, list) or not all(isinstance(p, dict) and p.get("name") for p in phases):
-        raise BenchError(f"{path}: every [[phases]] needs a name")
+    phases = _phases(doc, path)
     budget, context = _table(doc, "budget", path), _table(doc, "context", path)
     for table, keys, label in ((budget, BUDGET_KEYS, "budget"), (context, CONTEXT_KEYS, "context")):
         bad = sorted(set(table) - set(keys))
@@ -150,8 +153,38 @@ def load_config(path: str | Path) -> MatrixConfig:
         default_match=meta.get("match", "chars"), corpora=_corpora(doc, path),
         pretrained=parse_entries(doc.get("pretrained", []), path, axes["dataset"]),
     )
+    _tables_match_the_grid(config)
     cell_specs(config)
     return config
+
+
+def _tables_match_the_grid(config: MatrixConfig) -> None:
+    """A [models.X] or [tokenizers."X"] table no cell uses is a typo (bpe:500 for bpe:512) that would apply to
+    nothing without a word."""
+    grids = [config.axes] + config.includes
+    for table, axis in ((config.per_model, "model"), (config.per_tokenizer, "tokenizer")):
+        used = {value for grid in grids for value in grid.get(axis, [])}
+        for name in table:
+            if name not in used:
+                raise BenchError(f"{config.path}: [{axis}s.{name}] matches no {axis} of the grid "
+                                 f"({', '.join(map(str, sorted(used)))}); fix its name or remove it")
+
+
+def _phases(doc: dict, path: Path) -> list[dict]:
+    """[[phases]]: each named, names unique, init_from only "previous" and never in the first."""
+    phases = doc.get("phases", [])
+    if not isinstance(phases, list) or not all(isinstance(p, dict) and p.get("name") for p in phases):
+        raise BenchError(f"{path}: every [[phases]] needs a name")
+    names = [p["name"] for p in phases]
+    if len(set(names)) < len(names):
+        raise BenchError(f"{path}: two [[phases]] are named alike ({', '.join(map(str, names))}); give each its own "
+                         f"name")
+    for number, phase in enumerate(phases):
+        if "init_from" in phase and (phase["init_from"] != "previous" or number == 0):
+            raise BenchError(f"{path}: [[phases]] {phase['name']}: init_from = \"previous\" (the phase before it) is "
+                             f"the only value a phase takes, and the first phase has none before it; other weights go "
+                             f"in [shared] init_from")
+    return phases
 
 
 def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
@@ -164,6 +197,9 @@ def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
         if not isinstance(entry, dict):
             raise BenchError(f"{path}: [{key}.{name}] must be a table of settings")
         _no_ruled_settings(entry, f"[{key}.{name}]", path)
+        if "preset" in entry:
+            raise BenchError(f"{path}: [{key}.{name}] preset: a preset is chosen in [shared] preset or [axes] preset = "
+                             f"[...] (one model's preset: [[include]] with model and preset)")
         if key == "models" and name not in PRESETS:
             raise BenchError(f"{path}: [models.{name}]: unknown model; models: {', '.join(PRESETS)}")
         if key == "tokenizers":
@@ -190,6 +226,10 @@ def _corpora(doc: dict, path: Path) -> dict[str, dict]:
         files = {"train", "valid", "test"}
         prefix = {"prefix_of", "train_bytes", "valid_bytes", "test_bytes"}
         if set(entry) == files:
+            bad = [k for k, v in entry.items() if not isinstance(v, str) or not v.strip()]
+            if bad:
+                raise BenchError(f"{path}: [corpora.{name}] {bad[0]} must be a file path (a string), not "
+                                 f"{entry[bad[0]]!r}")
             corpora[name] = {"files": {k: str(path.parent / v) for k, v in entry.items()}}
         elif set(entry) == prefix:
             corpora[name] = {"prefix_of": entry["prefix_of"],

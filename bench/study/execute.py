@@ -82,10 +82,16 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
     claim_matrix_folder(results, config.path, config.name)
     data = resolve_data_dir(data_dir or config.data_dir)
-    register_corpora(config, data)
-    check_corpora(config.pretrained, data)
-    outcome = MatrixOutcome(config, results, plan(config, results, data),
-                            plan_pretrained(config.pretrained, results, data))
+    new_corpora = [data / name for name in config.corpora if not (data / name).exists()]
+    try:
+        register_corpora(config, data)
+        check_corpora(config.pretrained, data)
+        outcome = MatrixOutcome(config, results, plan(config, results, data),
+                                plan_pretrained(config.pretrained, results, data))
+    except BaseException:  # a refused config leaves no corpus of its own behind
+        for folder in new_corpora:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     if dry_run:
         return outcome
     created = not results.exists()

@@ -106,7 +106,7 @@ def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
         if not data_dir.is_dir():
             raise UnknownCorpus(f"unknown corpus {spec.dataset!r}: the data folder {data_dir} does not exist; give the "
                                 f"folder that holds your corpora (bench data list --data-dir DIR shows them)")
-        get_corpus(spec.dataset)  # the unknown-corpus message
+        get_corpus(spec.dataset, data_dir)  # the unknown-corpus message
     try:
         return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
     except BenchError as exc:

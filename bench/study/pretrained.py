@@ -147,7 +147,7 @@ def check_corpora(entries: list[dict], data_dir: Path) -> None:
         for dataset in entry["dataset"]:
             if dataset not in REGISTRY and not is_user_corpus(data_dir, dataset):
                 try:
-                    get_corpus(dataset)
+                    get_corpus(dataset, data_dir)
                 except BenchError as exc:
                     raise BenchError(f"[[pretrained]] {entry['name']}: {exc}") from None
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import shutil
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +32,9 @@ from bench.study.report_tables import (closed_vocabulary_rows, main_table, margi
                                        power_line, pretrained_rows)
 from bench.study.runs_table import check_row, read_runs_table
 
+MATRIX_NAME = re.compile(r"[\w-]+")
+
+
 @dataclass
 class Study:
     """A matrix's runs as the report reads them."""
@@ -42,6 +46,7 @@ class Study:
     axes: list[str]
     runs: dict[str, analysis.RunData]  # by run folder name
     config_path: Path
+    valid_only: list[str] = field(default_factory=list)  # finished runs not scored on test: left out, named
 
 
 def load_study(results_dir: Path) -> Study:
@@ -56,6 +61,11 @@ def load_study(results_dir: Path) -> Study:
                          f"there); nothing to report yet")
     checked = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()  # before any number is used
                if row["match"] != PRETRAINED or (results_dir / str(row["run_dir"]) / RESULT).is_file()}
+    scored = pd.to_numeric(done.get("test_bits_per_byte", pd.Series(index=done.index, dtype=float)), errors="coerce")
+    valid_only, done = list(done.loc[scored.isna(), "run_dir"]), done[scored.notna()].copy()
+    if done.empty:
+        raise BenchError(f"{results_dir / 'runs.csv'}: no finished run was scored on the test split (final_eval_splits "
+                         f"= valid); the report compares test numbers: score them with bench eval RUN --split test")
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
     done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
     done["flags"] = [run_flags(r) for _, r in done.iterrows()]
@@ -65,8 +75,13 @@ def load_study(results_dir: Path) -> Study:
                          f"runs; pretrained models are shown beside them); run `bench run-matrix` first")
     done["seed"] = done["seed"].astype(int)  # a float column when pretrained rows (no seed) share the table
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
+    if not MATRIX_NAME.fullmatch(name):  # it names the default report folder: never a path
+        raise BenchError(f"{results_dir / 'runs.csv'}: matrix name {name!r} is not a matrix name (letters, digits, '-' "
+                         f"and '_'); run `bench run-matrix CONFIG` again to rewrite runs.csv")
     runs = {run_dir: checked[run_dir] for run_dir in done["run_dir"]}
-    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml")
+    for run in runs.values():  # a damaged learning curve is refused here, before anything is computed or written
+        _ = run.log
+    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only)
 
 
 def _run_data(results_dir: Path, row) -> analysis.RunData:
@@ -321,6 +336,9 @@ def _summary(doc: Document, study: Study) -> None:
              f"Models: {', '.join(sorted(done['model'].unique()))}; tokenizations: "
              f"{', '.join(sorted(done['tokenizer'].unique(), key=tokenizer_order))}; data: "
              f"{', '.join(sorted(done['dataset'].unique()))}; matching: {', '.join(sorted(done['match'].unique()))}.")
+    if study.valid_only:
+        doc.para(f"{len(study.valid_only)} finished run(s) were scored on the valid split only (final_eval_splits) and "
+                 f"are left out of every table and figure: {', '.join(study.valid_only)}.")
     doc.para("Every number is computed from one total negative log-likelihood over the whole test split (the first "
              "token predicted too) and normalized by the text: bits per byte, bits per character and word "
              "perplexity compare across tokenizations; per-token perplexity does not.")

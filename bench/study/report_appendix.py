@@ -12,8 +12,11 @@ from bench.study.document import Document
 
 def provenance_section(doc: Document, table: pd.DataFrame, done: pd.DataFrame, runs: dict, config_path: Path) -> None:
     """Where every number came from: code, devices, libraries, config, runs table and the data's checksums."""
+    from bench.fileio import sha256_file
     from bench.provenance import git_commit
 
+    recorded = table["config_sha256"].iloc[0]
+    config_matches = config_path.is_file() and sha256_file(config_path) == recorded
     doc.heading("Provenance")
     commits = sorted({f"{r.git_commit}{' (uncommitted changes)' if str(r.git_dirty) == 'True' else ''}"
                       for r in done.itertuples()})
@@ -27,14 +30,16 @@ def provenance_section(doc: Document, table: pd.DataFrame, done: pd.DataFrame, r
                                                                            else ""),
         f"devices: {', '.join(devices)}",
         f"libraries: {'; '.join(libraries)}",
-        f"config: `{config_path}` (sha256 {table['config_sha256'].iloc[0]})",
+        f"config: `{config_path}` (sha256 {recorded})" + ("" if config_matches else
+                                                          " **is missing or has changed since the runs were made: "
+                                                          "it is not shown**"),
         f"runs table: `{config_path.parent / 'runs.csv'}`; every run folder holds result.json, spec.json, "
         "log.jsonl and its checkpoints",
     ])
     doc.table([{"dataset": d, "split": s, "sha256": h, "status": st} for d, s, h, st in data],
               ["dataset", "split", "sha256", "status"], "Data: official = matches the published checksum; "
                                                         "unverified = it does not; user = a user or derived corpus.")
-    if config_path.is_file():
+    if config_matches:
         doc.code(config_path.read_text())
 
 

@@ -86,6 +86,12 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     if missing:
         raise BenchError(f"{path} has no {', '.join(map(repr, missing))} column: it is not a runs table of bench "
                          f"run-matrix; run `bench run-matrix CONFIG` again to rewrite it from the run folders")
+    known = {status.value for status in RunStatus}
+    unknown = rows.loc[~rows["status"].astype(str).isin(known)]
+    if not unknown.empty:
+        raise BenchError(f"{path}: row {unknown['run_dir'].iloc[0]}: unknown status {unknown['status'].iloc[0]!r} "
+                         f"(known: {', '.join(sorted(known))}); run `bench run-matrix CONFIG` again to rewrite it "
+                         f"from the run folders")
     named = rows["run_dir"].dropna().astype(str)
     if named.duplicated().any():
         raise BenchError(f"{path} lists run {named[named.duplicated()].iloc[0]} twice (a row is one run, not one more "
