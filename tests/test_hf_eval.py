@@ -195,7 +195,7 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
 @pytest.mark.parametrize("args, fragments", [
     (["--window", "64", "--stride", "64"], ["--stride", "less than the window"]),
     (["--window", "4096"], ["--window 4096", "longer than the model's context (2048)"]),
-    (["--window", "0"], ["--window must be at least 1, not 0"]),
+    (["--window", "0"], ["--window must be at least 2, not 0"]),
     (["--window", "1"], ["--window must be at least 2, not 1"]),  # no --stride given: the message is the window's
     (["--stride", "0"], ["--stride must be at least 1, not 0"]),
     (["--conventions", "harness"], ["--conventions", "lm-eval"]),
