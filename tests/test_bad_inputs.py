@@ -342,6 +342,10 @@ CASES = [
     ("a report of a damaged learning curve", report_of("bad_log"), "log.jsonl line 1 is not JSON"),
     ("a report of a missing learning curve", report_of("no_log"), "log.jsonl is missing"),
     ("a misspelt user corpus", TRAIN + ["--dataset", "toyy"], "user corpora in"),
+    ("a file where the corpus folder goes", ["data", "fetch", "wikitext-2", "--splits", "valid", "--file",
+                                             "valid={text}", "--allow-unverified", "--data-dir", "{blocked}"],
+     "is in the way"),
+    ("a user corpus that lost a split", TRAIN + ["--data-dir", "{lost_split}"], "add the corpus again"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -421,6 +425,11 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
     add_user_corpus("toy", {"train": paths["train"], "valid": paths["test"], "test": paths["valid"]},
                     root / "other-data")
     places["other_data"] = root / "other-data"
+    (root / "blocked").mkdir()
+    (root / "blocked" / "wikitext-2").write_text("a file where the corpus folder goes")
+    shutil.copytree(root / "data" / "toy", root / "lost-split" / "toy")
+    (root / "lost-split" / "toy" / "valid.txt").unlink()
+    places.update(blocked=root / "blocked", lost_split=root / "lost-split")
     from bench.data.facts import load_data_facts
 
     load_data_facts("toy", "bpe:300", root / "data")  # cached: a refusal after it writes nothing

@@ -215,6 +215,12 @@ def fetch(
     splits = tuple(dict.fromkeys(list(splits) + list(files)))
     if not splits:
         raise BenchError(f"no split to fetch; give --splits with some of {', '.join(SPLITS)}")
+    target = corpus_dir(data_dir, name)
+    in_the_way = [target] if target.exists() and not target.is_dir() else [
+        target / spec.split_filename(s) for s in splits if (target / spec.split_filename(s)).is_dir()]
+    if in_the_way:  # checked before any work: the corpus folder or a split's file would be a folder or a file
+        raise BenchError(f"{in_the_way[0]} is in the way ({'a file' if in_the_way[0].is_file() else 'a folder'} where "
+                         f"the corpus {'folder' if in_the_way[0] == target else 'file'} goes); move it away")
     created = not data_dir.exists()
     data_dir.mkdir(parents=True, exist_ok=True)
     try:

@@ -59,7 +59,8 @@ def verify(name: str | None = None, data_dir: str | Path | None = None) -> list[
         for split, record in records.items():
             path = corpus_dir(data_dir, corpus) / record.file
             if not path.is_file():
-                rows.append(VerifyRow(corpus, split, record.file, "missing", False, f"{path} is missing; fetch again"))
+                rows.append(VerifyRow(corpus, split, record.file, "missing", False,
+                                      f"{path} is missing; {_get_it_again(data_dir, corpus)}"))
                 continue
             size, sha = path.stat().st_size, sha256_file(path)
             ok = True
@@ -85,6 +86,14 @@ def verify(name: str | None = None, data_dir: str | Path | None = None) -> list[
         if changed:
             write_manifest(data_dir, corpus, records, user=is_user_corpus(data_dir, corpus))
     return rows
+
+
+def _get_it_again(data_dir: Path, name: str) -> str:
+    """How to get a corpus's files back: a registry corpus is fetched, a user corpus added again."""
+    if name in REGISTRY:
+        return f"run: bench data fetch {name}"
+    return (f"add the corpus again (delete the folder {corpus_dir(data_dir, name)}, then bench data add {name} "
+            f"--train ... --valid ... --test ...)")
 
 
 @dataclass
@@ -159,7 +168,7 @@ def open_split(name: str, split: str, data_dir: str | Path | None = None) -> Spl
         raise BenchError(f"{name} has no {split} split in {data_dir}; run: bench data fetch {name} --splits {split}")
     path = corpus_dir(data_dir, name) / record.file
     if not path.is_file():
-        raise BenchError(f"{path} is missing; run: bench data fetch {name}")
+        raise BenchError(f"{path} is missing; {_get_it_again(data_dir, name)}")
     sha = sha256_file(path)
     if sha != record.sha256:
         raise BenchError(f"{path} changed since it was fetched (sha256 {sha}, recorded {record.sha256}); "
