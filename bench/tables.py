@@ -54,3 +54,18 @@ def markdown_table(rows: Sequence[dict], columns: Sequence[str]) -> str:
 def _numeric(text: str) -> bool:
     t = text.replace(",", "").replace("e", "").replace("-", "").replace("+", "").replace(".", "")
     return t.isdigit() or text in ("nan", "inf")
+
+
+def flops_rate(tflops: float) -> str:
+    """A FLOP rate in the unit that shows it: 3.1 GFLOP/s on a CPU, 410 TFLOP/s on a GPU."""
+    for unit, scale in (("TFLOP/s", 1.0), ("GFLOP/s", 1e3), ("MFLOP/s", 1e6)):
+        if tflops * scale >= 1 or unit == "MFLOP/s":
+            return f"{tflops * scale:.3g} {unit}"
+
+
+def duration(seconds: float) -> str:
+    """A time in the unit that shows it: 40 s, 12.5 minutes, 3.2 hours, 6.1 days."""
+    for unit, scale in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds:.3g} s"

@@ -118,3 +118,15 @@ def test_html_tables_keep_numbers_whole_and_put_intervals_on_their_own_line():
     assert '<td>9,932.6<br><span class="ci">[6,529.1, 15,110.2]</span></td>' in page
     assert "<td>word-open:2048</td>" in page and "<td>2.5491 ± 0.1162</td>" in page
     assert "<td class=text>0.161 (still improving)</td>" in page  # words may wrap
+
+
+def test_the_matrix_clock_counts_runs_and_estimates_the_time_left(monkeypatch):
+    from bench.study import eta
+
+    now = [100.0]
+    monkeypatch.setattr(eta.time, "monotonic", lambda: now[0])
+    clock = eta.MatrixClock([1e12, 1e12, 2e12], at_once=2)
+    now[0] = 110.0  # 1e12 FLOPs in 10 s: 0.1 TFLOP/s; 3e12 left: 30 s
+    line = clock.finished([1e12])
+    assert line.startswith("1 done, 2 running, 0 waiting; about 30 s left (3e+12 planned training FLOPs at the 100 "
+                           "GFLOP/s") and clock.finished([1e12, 2e12]) == "3 done, 0 running, 0 waiting"

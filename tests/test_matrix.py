@@ -188,13 +188,19 @@ def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
 
 
 @pytest.mark.slow
-def test_parallel_jobs(toy):
+def test_parallel_jobs(toy, capsys):
     config_path, results, data = toy
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
                            .replace('"word:60"]', '"word:60"]\n', 1))
     outcome = run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False, threads=1)
     assert outcome.counts.get("done") == len([r for c in outcome.chains for r in c])
-    assert all((run.run_dir / "train.log").is_file() for chain in outcome.chains for run in chain)
+    for run in (run for chain in outcome.chains for run in chain):  # each log says what its run did, not a header
+        log = (run.run_dir / "train.log").read_text()
+        assert "valid" in log and log.count("step ") >= 2 and "evaluated test" in log, log
+    progress = capsys.readouterr().err  # after each finished run: how far the matrix is, and the time left
+    runs = len([r for c in outcome.chains for r in c])
+    assert f"1 done, 2 running, {runs - 3} waiting" in progress and f"{runs} done, 0 running, 0 waiting" in progress
+    assert "left (" in progress and "planned training FLOPs" in progress
     for run in (run for chain in outcome.chains for run in chain):  # the threads are the run's provenance
         assert json.loads((run.run_dir / "result.json").read_text())["provenance"]["device"]["threads"] == 1
     with pytest.raises(BenchError, match="--threads must be at least 1"):

@@ -15,6 +15,7 @@ from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_
 from bench.errors import BenchError
 from bench.fileio import require_folder
 from bench.ownership import claim_output_file, owner_of
+from bench.tables import duration, flops_rate
 
 
 MOST_DRAWS = 4096  # segmentations sampled per line by --marginal: beyond, the cost buys almost no precision
@@ -113,7 +114,8 @@ def eval_command(
         _claim_marginal_file(run_folder / f"marginal.{split}.json", _marginal_settings(checkpoint_path, marginal,
                                                                                       marginal_lines))
     use_threads(threads)
-    report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses)
+    report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses,
+                                 progress=True)
     marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines) if marginal else None
     if as_json:
         print(json.dumps({**report.to_json(), **({"marginal": marginal_report.to_json()} if marginal_report
@@ -238,21 +240,6 @@ def speed_command(
     if info["budget_hours"] is not None:
         print(f"budget: {info['budget_steps']:,} steps, about {duration(info['budget_hours'] * 3600)} of training "
               f"here")
-
-
-def flops_rate(tflops: float) -> str:
-    """A FLOP rate in the unit that shows it: 3.1 GFLOP/s on a CPU, 410 TFLOP/s on a GPU."""
-    for unit, scale in (("TFLOP/s", 1.0), ("GFLOP/s", 1e3), ("MFLOP/s", 1e6)):
-        if tflops * scale >= 1 or unit == "MFLOP/s":
-            return f"{tflops * scale:.3g} {unit}"
-
-
-def duration(seconds: float) -> str:
-    """A time in the unit that shows it: 40 s, 12.5 minutes, 3.2 hours, 6.1 days."""
-    for unit, scale in (("days", 86400), ("hours", 3600), ("minutes", 60)):
-        if seconds >= 2 * scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
 
 
 def eval_hf_command(

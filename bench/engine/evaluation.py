@@ -14,11 +14,11 @@ the layout is recorded with every result.
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import torch
@@ -84,9 +84,11 @@ def stream_bounds(n: int, streams: int) -> list[tuple[int, int]]:
 @torch.no_grad()
 def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: EvalLayout,
                  device: torch.device, amp_dtype: torch.dtype | None = None,
-                 keep_token_nll: bool = False, max_tokens: int | None = None, ranks: Ranks = Ranks()) -> EvalResult:
+                 keep_token_nll: bool = False, max_tokens: int | None = None, ranks: Ranks = Ranks(),
+                 progress: TextIO | None = None, label: str = "") -> EvalResult:
     """Total NLL of ``ids`` (the first ``max_tokens`` of them if given) under ``model``. Several processes
-    (``ranks``) score a block of the streams each and sum; every process gets the whole result."""
+    (``ranks``) score a block of the streams each and sum; every process gets the whole result. With
+    ``progress``: a bar on a terminal, else a line when it starts and one when it ends (a log file)."""
     ids = np.asarray(ids[:max_tokens] if max_tokens else ids, dtype=np.int64)
     n = len(ids)
     start_time = time.perf_counter()
@@ -106,7 +108,7 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
     token_nll = np.zeros((len(bounds), longest), dtype=np.float32) if keep_token_nll else None
     total = torch.zeros((), dtype=torch.float64, device=device)
     state = None
-    for t in range(0, longest, layout.chunk):
+    for t in _chunks(longest, layout.chunk, n, len(every_stream), progress if ranks.is_main else None, label):
         x = inputs_t[:, t:t + layout.chunk]
         y = targets_t[:, t:t + layout.chunk]
         with autocast(device, amp_dtype):
@@ -124,18 +126,35 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
     model.train(was_training)
     total = ranks.sum(total)
     used = dataclasses.replace(layout, streams=len(every_stream))  # fewer streams than asked on a short text
-    return EvalResult(float(total.item()), n, time.perf_counter() - start_time, used, per_token)
+    seconds = time.perf_counter() - start_time
+    if progress is not None and ranks.is_main and not progress.isatty():
+        print(f"evaluated {label}: {n:,} tokens in {seconds:,.1f} s", file=progress, flush=True)
+    return EvalResult(float(total.item()), n, seconds, used, per_token)
+
+
+def _chunks(longest: int, chunk: int, n: int, streams: int, progress: TextIO | None, label: str):
+    """The chunk offsets of an evaluation, shown as it goes."""
+    from tqdm import tqdm
+
+    offsets = range(0, longest, chunk)
+    if progress is None:
+        return offsets
+    if not progress.isatty():
+        print(f"evaluating {label}: {n:,} tokens in {streams} streams, {len(offsets)} chunks", file=progress,
+              flush=True)
+        return offsets
+    return tqdm(offsets, desc=f"evaluating {label}", unit="chunk", file=progress, dynamic_ncols=True, leave=False)
 
 
 def evaluate_splits(model: LanguageModel, corpus: PreparedCorpus, layout: EvalLayout, device: torch.device,
                     amp: torch.dtype | None, splits: tuple[str, ...], dump_dir: Path | None = None,
-                    ranks: Ranks = Ranks()) -> dict[str, SplitMetrics]:
+                    ranks: Ranks = Ranks(), progress: TextIO | None = None) -> dict[str, SplitMetrics]:
     """Every normalized metric of each split, from the total NLL over the whole split; with ``dump_dir``,
     each token's NLL is saved as ``token_nll.<split>.npy`` there (by the main process)."""
     out = {}
     for split in splits:
         result = evaluate_ids(model, corpus.encoded.ids[split], corpus.tokenizer.bos_id, layout, device, amp,
-                              keep_token_nll=dump_dir is not None, ranks=ranks)
+                              keep_token_nll=dump_dir is not None, ranks=ranks, progress=progress, label=split)
         out[split] = SplitMetrics.score(result.total_nll_nats, result.n_tokens, corpus.counts[split],
                                         result.seconds, corpus.lossless[split])
         if dump_dir is not None and ranks.is_main:

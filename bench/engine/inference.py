@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
 
 def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | Path | None = None,
                         streams: int | None = None, chunk: int | None = None, device: str = "auto",
-                        dump: Path | None = None) -> CheckpointEvaluation:
+                        dump: Path | None = None, progress: bool = False) -> CheckpointEvaluation:
     loaded = load_model(path, device)
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
     split_data = _recorded_split(loaded, split, data_dir)
@@ -68,7 +69,7 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
                         loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.amp)
     result = evaluate_ids(loaded.model, ids, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
-                          keep_token_nll=dump is not None)
+                          keep_token_nll=dump is not None, progress=sys.stderr if progress else None, label=split)
     if dump is not None:
         with atomic_path(dump) as scratch, open(scratch, "wb") as handle:  # the name as given, whatever it ends in
             np.save(handle, result.token_nll)

@@ -133,7 +133,7 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     layout = trainer.eval_layout(final=True)
     metrics = evaluate_splits(trainer.model, trainer.corpus, layout, trainer.device, trainer.amp,
                               config.train.final_splits, out if config.train.dump_token_losses else None,
-                              trainer.ranks)
+                              trainer.ranks, trainer.console if trainer.show_progress else None)
     trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
     return build_result(trainer, metrics, layout, evaluated, trainer.wall_seconds(wall_start))
 

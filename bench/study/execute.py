@@ -29,6 +29,7 @@ from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.ownership import claim_matrix_folder, record_matrix_owner
 from bench.study.config import MatrixConfig, load_config, register_corpora
+from bench.study.eta import MatrixClock
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
@@ -122,12 +123,14 @@ def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progres
           file=sys.stderr)
     finished = (_cluster_chains(todo, outcome, cluster) if cluster
                 else _finished_chains(todo, jobs, show_progress, cpu_threads))
+    clock = MatrixClock([run.train_flops or 0.0 for chain in todo for run in chain], jobs if not cluster else len(todo))
     try:
         for k, (pending, records) in enumerate(finished, 1):
             for run, record in zip(pending, records):
                 run.status = record.status
                 error = f": {record.error}" if record.error else ""
                 print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
+            print(f"    {clock.finished([run.train_flops or 0.0 for run in pending])}", file=sys.stderr)
             write_runs_table(outcome.chains, config, results, outcome.pretrained)
     except KeyboardInterrupt:
         write_runs_table(outcome.chains, config, results, outcome.pretrained)
@@ -203,7 +206,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
         gpu_queue = ctx.Queue()
         for k in range(jobs):
             gpu_queue.put(k % n_gpus)
-    settings = WorkerSettings(log_to_file=True, show_progress=False, threads=threads)
+    settings = WorkerSettings(log_to_file=True, show_progress=True, threads=threads)  # lines in each train.log
     stopped = ctx.Event()
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                                initargs=(gpu_queue, os.getpid(), stopped))

@@ -77,7 +77,7 @@ class ChainJob(submitit.helpers.Checkpointable):
         if submitit.JobEnvironment().num_tasks > 1:
             submitit.helpers.TorchDistributedEnvironment().export()  # RANK, WORLD_SIZE, MASTER_ADDR, ...
         try:
-            records = run_chain(self.configs, WorkerSettings(log_to_file=True, show_progress=False,
+            records = run_chain(self.configs, WorkerSettings(log_to_file=True, show_progress=True,  # train.log
                                                              threads=self.threads))
         except TrainingInterrupted as exc:
             if exc.signal_name == "SIGUSR2":  # time is nearly up: the checkpoint is saved, let submitit requeue
