@@ -35,6 +35,7 @@ app.command("eval-hf")(runs.eval_hf_command)
 app.command("baselines")(data.baselines_command)
 app.command("run-matrix")(study.run_matrix_command)
 app.command("report")(study.report_command)
+app.command("compare")(study.compare_command)
 
 
 def _click_exceptions():

@@ -89,3 +89,24 @@ def report_command(
 
     path = build_report(results, out, metric)
     print(f"report: {path} (and {path.with_suffix('.html')})")
+
+
+def compare_command(
+    first: Path = typer.Argument(..., metavar="A", help="A run folder, or a matrix's results folder."),
+    second: Path = typer.Argument(..., metavar="B", help="Another of the same kind."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Two runs, or two matrices' results, side by side on the same test text: the same metrics, and A - B with
+    its interval (over documents for two runs; over seeds, with a Holm-adjusted p-value, for two matrices)."""
+    import json
+
+    from bench.study.compare import compare_paths
+    from bench.tables import text_table
+
+    compared = compare_paths(first, second)
+    if as_json:
+        print(json.dumps({"rows": compared.rows, "notes": compared.notes}, indent=2, default=str))
+        return
+    print(text_table(compared.rows, compared.columns))
+    for note in compared.notes:
+        print(note)
