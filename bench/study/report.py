@@ -24,6 +24,7 @@ from bench.fileio import require_folder, write_text_atomic
 from bench.ownership import claim_report_folder, record_report_owner
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.document import Document
+from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
 from bench.study.pretrained import PRETRAINED
@@ -118,12 +119,12 @@ def _write_report(study: Study, out: Path, style: FigureStyle) -> Path:
     study.done["flags"] = compressor_rows.flag_worse_than_compressors(study.done, baselines)
     doc = Document(f"Tokenization study: {study.name}")
     _summary(doc, study)
-    _main_table_section(doc, study, floors, baselines)
+    _main_table_section(doc, study, floors, baselines, out)
     _attack_and_sweep_sections(doc, study, out, compressor_rows.figure_lines(baselines, study.done, style.metric),
                                style)
     _word_sections(doc, study, out, profiles, unk, style)
     _training_sections(doc, study, out, style)
-    _paired_section(doc, study)
+    _paired_section(doc, study, out)
     _marginal_section(doc, study)
     failed = study.table[study.table["status"] != RunStatus.DONE.value]
     if not failed.empty:
@@ -137,7 +138,7 @@ def _write_report(study: Study, out: Path, style: FigureStyle) -> Path:
     return out / "report.md"
 
 
-def _main_table_section(doc: Document, study: Study, floors: dict, baselines) -> None:
+def _main_table_section(doc: Document, study: Study, floors: dict, baselines, out: Path) -> None:
     done, axes = study.done, study.axes
     rows = (main_table(done, axes, floors, study.runs) + pretrained_rows(study.pretrained) +
             compressor_rows.reference_rows(baselines, done))
@@ -157,6 +158,10 @@ def _main_table_section(doc: Document, study: Study, floors: dict, baselines) ->
               "size(train); 'alone': the test file compressed by itself. 'last doubling': validation bits per "
               "byte gained over the last doubling of training characters (mean over seeds), 'still improving' "
               f"above {convergence.IMPROVING}. " + flag_legend(_everyone(study)))
+    doc.para("The same table for a paper: " + ", ".join(f"`{f}`" for f in export_table(
+        rows, columns, out, "main-table", "Test split: mean over seeds with the 95% interval over seeds, bits per "
+        "byte and per character from one total loss; per-token perplexity is not comparable across "
+        "tokenizations.")) + " (LaTeX with booktabs).")
     doc.para(compressor_rows.summary(baselines, done))
     doc.para(convergence.summary(done, {d: run.log for d, run in study.runs.items()}))
 
@@ -268,13 +273,15 @@ def _training_sections(doc: Document, study: Study, out: Path, style: FigureStyl
                "near the end of training is a verdict about this budget only.")
 
 
-def _paired_section(doc: Document, study: Study) -> None:
+def _paired_section(doc: Document, study: Study, out: Path) -> None:
     doc.heading("Comparisons between tokenizations")
     paired = paired_rows(study.done, study.axes, study.runs)
     if not paired:
         doc.para("No pair of comparable runs to compare.")
         return
     tested = sum(row["p (Holm)"] is not None for row in paired)
+    files = export_table(paired, list(paired[0]), out, "comparisons", "A - B in test bits per byte with its 95% "
+                         "interval; p-values from Welch t over seeds, Holm-adjusted.")
     doc.table(paired, list(paired[0]),
               "A - B: the difference of the seed means of test bits per byte (negative favours A), its 95% "
               f"interval first, the p-value second. The unit of replication is the trained model. With one seed "
@@ -287,7 +294,7 @@ def _paired_section(doc: Document, study: Study) -> None:
               "documents for both sides), Welch-Satterthwaite degrees of freedom; so the interval excludes 0 "
               "exactly when p < 0.05" + (
                   f". 'p (Holm)': the p-values of the {tested} tested pairs adjusted together" if tested else "") +
-              ". Runs with a lossy tokenization are left out.")
+              ". Runs with a lossy tokenization are left out. Also as " + " and ".join(f"`{f}`" for f in files) + ".")
     if not tested:
         doc.para("**No p-value is shown: every comparison has one seed on a side.** Train two or more seeds "
                  "per tokenization (a `seed` axis in the config) to test the differences.")
