@@ -97,7 +97,7 @@ def test_every_figure_draws_the_metric_the_user_chose(metric, label, valid):
 
 def test_axes_use_engineering_notation():
     assert [engineering(v) for v in (5e11, 2_000_000, 200_000, 1_500, 20, 0.25)] == [
-        "500G", "2M", "200k", "1,500", "20", "0.25"]
+        "500G", "2M", "200k", "1.5k", "20", "0.25"]
     done, logs = _runs((0,))
     fig = figures.compute_figure([(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()])
     fig.canvas.draw()

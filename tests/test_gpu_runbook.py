@@ -55,7 +55,7 @@ def test_the_study_stage_plans_the_gpu_matrix(tmp_path, mirror):
                    RESULTS=tmp_path / "results")
     assert done.returncode == 0, done.stderr[-2000:]
     plan = (tmp_path / "out" / "study.log").read_text()
-    assert "24 runs; estimated training compute" in plan
+    assert "24 runs, 24 to train; estimated training compute" in plan
     for scheme in ("byte", "bpe:4096", "word-open:33278", "word:33278"):
         assert plan.count(f" {scheme} ") == 6  # 3 models x 2 seeds
     assert not (tmp_path / "results").exists()  # a plan writes no results

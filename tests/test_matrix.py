@@ -348,3 +348,16 @@ def test_the_attack_sentence_and_figure_never_pool_texts_or_matching_rules():
     assert len(fig.axes) == 8 and sum("enwik8" in ax.get_title() for ax in fig.axes) == 4
     lines = [ax for ax in fig.axes if any(line.get_linestyle() == ":" for line in ax.get_lines())]
     assert all("enwik8" in ax.get_title() for ax in lines) and len(lines) == 4
+
+
+def test_each_finished_run_says_what_it_measured_and_a_resume_says_how_many_resume(toy, capsys):
+    config_path, results, data = toy
+    config_path.write_text(CONFIG.split("[[include]]")[0].replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
+                           .replace('"word-open:60", "word:60"]', '"word-open:60"]'))
+    outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
+    err = capsys.readouterr().err
+    assert re.search(r"\] lstm-tiny-byte-\S+: done \(test \d\.\d{3} bits/byte, trained [\d.]+ s\)", err), err
+    run = outcome.chains[0][0].run_dir
+    (run / "result.json").unlink()  # as if killed after its last checkpoint
+    run_matrix(config_path, results, data_dir=data, show_progress=False)
+    assert "1 to run (1 of them resume from a checkpoint; in-process" in capsys.readouterr().err

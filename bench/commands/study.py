@@ -69,7 +69,9 @@ def run_matrix_command(
         axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []
         print(text_table(rows, axes + PLAN_COLUMNS))
         total = sum(r.get("train_flops") or 0 for r in rows)
-        print(f"{len(rows)} runs; estimated training compute {total:.3e} FLOPs; results in {outcome.results_dir}")
+        new = [r for r in rows if r.get("status") != "done"]
+        print(f"{len(rows)} runs, {len(new)} to train; estimated training compute {total:.3e} FLOPs in all, "
+              f"{sum(r.get('train_flops') or 0 for r in new):.3e} still to train; results in {outcome.results_dir}")
         return
     print(f"{outcome.config.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())))
     print(f"runs table: {outcome.csv_path}")

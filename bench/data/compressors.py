@@ -139,6 +139,9 @@ def compressor_baselines(corpus: str, splits: tuple[str, ...] = ("valid", "test"
             return BaselineTable.from_json(json.loads(cache.read_text()))
         except (ValueError, KeyError, TypeError) as exc:  # a cache is rebuilt, never trusted
             print(f"{cache} is not a readable baselines table ({exc}); measuring again", file=sys.stderr)
+    if progress:  # minutes on a large train split: say so before the first one
+        print(f"measuring compressor baselines of {corpus} ({', '.join(splits)}, primed with train; cached "
+              f"afterwards)", file=sys.stderr)
     table = _measure(corpus, opened, tuple(splits), progress)
     write_json_atomic(cache, table.to_json())
     return table

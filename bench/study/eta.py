@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from bench.errors import BenchError
 from bench.tables import duration, flops_rate
 
 
@@ -31,3 +33,17 @@ class MatrixClock:
             line += (f"; about {duration(remaining / rate)} left ({remaining:.3g} planned training FLOPs at the "
                      f"{flops_rate(rate / 1e12)} measured so far)")
         return line
+
+
+def outcome_of(run_dir: Path) -> str:
+    """What a finished run measured, for its line in the matrix's output: ' (test 2.469 bits/byte, trained 31 s)'."""
+    from bench.engine.result import RunResult
+
+    try:
+        result = RunResult.read(run_dir / "result.json")
+    except BenchError:
+        return ""
+    split = "test" if "test" in result.metrics else next(iter(result.metrics), None)
+    score = f"{split} {result.metrics[split].bits_per_byte:.3f} bits/byte" if split else ""
+    took = f"trained {duration(result.training.seconds)}" if result.training else ""
+    return f" ({', '.join(part for part in (score, took) if part)})" if score or took else ""

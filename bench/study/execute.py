@@ -29,7 +29,7 @@ from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.ownership import claim_matrix_folder, record_matrix_owner
 from bench.study.config import MatrixConfig, load_config, register_corpora
-from bench.study.eta import MatrixClock
+from bench.study.eta import MatrixClock, outcome_of
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
@@ -119,6 +119,8 @@ def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progres
     cpu_threads = None if cluster else _cpu_threads(jobs, threads)
     where = (f"as {cluster.launcher} jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
     where += f", {cpu_threads} CPU thread(s) each" if cpu_threads else ""
+    resuming = sum(run.status in (RunStatus.PARTIAL, RunStatus.INTERRUPTED) for chain in todo for run in chain)
+    where = (f"{resuming} of them resume from a checkpoint; " if resuming else "") + where
     print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
           file=sys.stderr)
     finished = (_cluster_chains(todo, outcome, cluster) if cluster
@@ -128,7 +130,7 @@ def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progres
         for k, (pending, records) in enumerate(finished, 1):
             for run, record in zip(pending, records):
                 run.status = record.status
-                error = f": {record.error}" if record.error else ""
+                error = f": {record.error}" if record.error else outcome_of(run.run_dir)
                 print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
             print(f"    {clock.finished([run.train_flops or 0.0 for run in pending])}", file=sys.stderr)
             write_runs_table(outcome.chains, config, results, outcome.pretrained)

@@ -122,10 +122,11 @@ def errors_of(column: pd.Series):
 
 
 def engineering(value: float, _=None) -> str:
-    """500,000,000,000 -> '500G', 2,000,000 -> '2M', 1,500 -> '1,500', 0.25 -> '0.25'."""
+    """500,000,000,000 -> '500G', 2,000,000 -> '2M', 1,500 -> '1.5k', 20 -> '20', 0.25 -> '0.25': one notation from
+    a thousand up, so that ticks never mix 9,000 with 10k."""
     if value <= 0 or not math.isfinite(value):
         return f"{value:g}"
-    if value < 10_000:
+    if value < 1000:
         return f"{value:,.0f}" if value >= 10 else f"{value:.3g}"
     exponent = min(int(math.floor(math.log10(value) / 3)), 6)
     return f"{value / 1000 ** exponent:.3g}{' kMGTPE'[exponent]}"

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bench.engine.result import RunResult, RunStatus
@@ -223,9 +224,12 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
     several = len(profiles) > 1
     doc.table([{"run": k + (f" ({key[0]}, {key[1]})" if several else ""),
                 "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
-                "share of word loss on first piece": round(v.get("first_piece_share_all", math.nan), 3)}
+                "first-piece share, all words": round(v.get("first_piece_share_all", math.nan), 3)}
                for key, group in sorted(profiles.items()) for k, v in sorted(group.items())],
-              ["run", "mean pieces per word", "share of word loss on first piece"])
+              ["run", "mean pieces per word", "first-piece share, all words"],
+              "The mean over every word of the share of its loss on its first piece: one-piece words (share 1) "
+              "are included, so it is higher than the shares the figure and the sentence give for words of two or "
+              "more pieces.")
     doc.heading("4. Closed vocabulary")
     _figure(doc, lambda: figures.closed_vocabulary_figure(study.done, unk, style), out, "4-closed-vocabulary",
             "Test word perplexity of every run on the text and matching rule of the closed-vocabulary runs "
@@ -362,17 +366,25 @@ def _attack_sentence(done: pd.DataFrame) -> str:
                     for (dataset, match), group in groups)
 
 
-def _attack_numbers(ok: pd.DataFrame) -> str:
+def _attack_numbers(runs: pd.DataFrame) -> str:
+    """The sentence's numbers are the main table's: seed means (perplexity of the mean loss) of each cell."""
+    ok = runs.assign(log_ppl=np.log(runs["test_token_perplexity"].astype(float))).groupby(
+        ["model", "tokenizer"], as_index=False).agg(test_bits_per_char=("test_bits_per_char", "mean"),
+                                                     log_ppl=("log_ppl", "mean"))
+    ok["test_token_perplexity"] = np.exp(ok["log_ppl"])
+    if len(ok) < 2:
+        return "Too few cells with a lossless tokenization to quantify the effect."
     lo, hi = ok["test_token_perplexity"].min(), ok["test_token_perplexity"].max()
     bpc_lo, bpc_hi = ok["test_bits_per_char"].min(), ok["test_bits_per_char"].max()
     best_bpc = ok.loc[ok["test_bits_per_char"].idxmin()]
     best_tok = ok.loc[ok["test_token_perplexity"].idxmin()]
-    text = (f"Across runs with lossless tokenizations, per-token perplexity spans {lo:,.2f} to {hi:,.1f} "
+    text = (f"Across cells with lossless tokenizations (means over seeds, as in the main table), per-token "
+            f"perplexity spans {lo:,.2f} to {hi:,.1f} "
             f"(x{hi / lo:,.0f}) while bits per character span {bpc_lo:.3f} to {bpc_hi:.3f}. The best model by "
             f"bits per character is **{best_bpc['model']}/{best_bpc['tokenizer']}** "
             f"({best_bpc['test_bits_per_char']:.3f}); the lowest per-token perplexity belongs to "
             f"**{best_tok['model']}/{best_tok['tokenizer']}** "
             f"({best_tok['test_token_perplexity']:,.2f} per token, {best_tok['test_bits_per_char']:.3f} bits/char).")
-    if best_bpc["run_dir"] != best_tok["run_dir"]:
+    if (best_bpc["model"], best_bpc["tokenizer"]) != (best_tok["model"], best_tok["tokenizer"]):
         text += " Ranked by per-token perplexity, the table would name the wrong winner."
     return text
