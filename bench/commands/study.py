@@ -11,7 +11,7 @@ import typer
 from bench.commands.common import data_dir_option
 from bench.errors import BenchError
 
-PLAN_COLUMNS = ["phase", "status", "params_total", "bptt", "train_tokens", "train_chars", "train_flops", "run",
+PLAN_COLUMNS = ["phase", "status", "vocab", "params_total", "bptt", "train_tokens", "train_chars", "train_flops", "run",
                 "problem"]
 
 
@@ -70,8 +70,8 @@ def run_matrix_command(
         print(text_table(rows, axes + PLAN_COLUMNS))
         total = sum(r.get("train_flops") or 0 for r in rows)
         new = [r for r in rows if r.get("status") != "done"]
-        print(f"{len(rows)} runs, {len(new)} to train; estimated training compute {total:.3e} FLOPs in all, "
-              f"{sum(r.get('train_flops') or 0 for r in new):.3e} still to train; results in {outcome.results_dir}")
+        print(f"{len(rows)} runs, {len(new)} to train; estimated training compute {total:.4g} FLOPs in all, "
+              f"{sum(r.get('train_flops') or 0 for r in new):.4g} still to train; results in {outcome.results_dir}")
         return
     print(f"{outcome.config.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())))
     print(f"runs table: {outcome.csv_path}")

@@ -54,7 +54,8 @@ class PlannedRun:
     def row(self) -> dict:
         """The run as one line of the dry-run table."""
         return {**self.cell, "phase": self.phase or "", "run": self.run_dir.name if self.run_dir else "-",
-                "status": self.status.value, "params_total": self.params_total,
+                "status": self.status.value, "vocab": self.config.data.vocab_size if self.config else None,
+                "params_total": self.params_total,
                 "bptt": self.config.train.bptt if self.config else None, "train_tokens": _whole(self.train_tokens),
                 "train_chars": _whole(self.train_chars), "train_flops": self.train_flops, "problem": self.problem or ""}
 
