@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_rgba
 
 from bench.study import convergence, figures
@@ -67,7 +67,7 @@ def test_seed_intervals_are_drawn_where_there_are_seeds_and_only_there():
         closed = figures.closed_vocabulary_figure(done, {}, style)
         assert any(isinstance(c, LineCollection) for c in closed.axes[0].collections) is expected
         curves = figures.learning_curves_figure([(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()], style)
-        assert any(isinstance(c, PolyCollection) for c in curves.axes[0].collections) is expected
+        assert any(isinstance(c, LineCollection) for c in curves.axes[0].collections) is expected
 
 
 def test_one_legend_entry_per_model_and_tokenization_however_many_seeds():

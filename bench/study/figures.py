@@ -243,8 +243,10 @@ def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, style: FigureS
 
 
 def _seed_curve(ax, runs: list[tuple[dict, list[dict]]], x: str, y: str, color, model: str) -> None:
-    """One cell's curve: the mean over seeds at each validation step they share, with the 95% interval over seeds
-    as a band; one legend entry per cell however many seeds."""
+    """One cell's curve: the mean over seeds at each validation step they share, each seed's own curve faint
+    behind it, and the 95% interval over seeds as an error bar at the last validation (a band along the curve
+    would cover the axes with two seeds, whose t interval is 12.7 standard errors wide); one legend entry per
+    cell however many seeds."""
     from bench.study.uncertainty import seed_interval
 
     row = runs[0][0]
@@ -257,7 +259,10 @@ def _seed_curve(ax, runs: list[tuple[dict, list[dict]]], x: str, y: str, color, 
     ax.plot(xs, [m for m, _ in stats], color=color, ls=LINESTYLES.get(model, ":"), marker=MARKERS.get(model, "D"),
             ms=3, lw=1, label=label)
     if len(runs) > 1:
-        ax.fill_between(xs, [m - h for m, h in stats], [m + h for m, h in stats], color=color, alpha=0.18, lw=0)
+        for seed in by_step:
+            ax.plot(xs, [seed[k][y] for k in steps], color=color, lw=0.6, alpha=0.35)
+        ax.errorbar(xs[-1], stats[-1][0], yerr=stats[-1][1], fmt="none", color=color, ecolor=color, elinewidth=1.2,
+                    capsize=3)
 
 
 def matching_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Figure:
