@@ -346,6 +346,7 @@ CASES = [
                                              "valid={text}", "--allow-unverified", "--data-dir", "{blocked}"],
      "is in the way"),
     ("a user corpus that lost a split", TRAIN + ["--data-dir", "{lost_split}"], "add the corpus again"),
+    ("a pretrained tokenizer with gaps in its ids", STATS + ["--schemes", "hf:{gap}"], "ids are not 0..N-1"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -430,6 +431,10 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
     shutil.copytree(root / "data" / "toy", root / "lost-split" / "toy")
     (root / "lost-split" / "toy" / "valid.txt").unlink()
     places.update(blocked=root / "blocked", lost_split=root / "lost-split")
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.WordLevel({"the": 0, "[UNK]": 70000, "a": 5}, unk_token="[UNK]")).save(str(root / "gap.json"))
+    places["gap"] = root / "gap.json"
     from bench.data.facts import load_data_facts
 
     load_data_facts("toy", "bpe:300", root / "data")  # cached: a refusal after it writes nothing

@@ -93,6 +93,10 @@ class HFTokenizerFile(_Pretrained):
             tokenizer.no_truncation()
             tokenizer.no_padding()
         self.byte_level = "ByteLevel" in json.dumps(doc.get("decoder"))
+        ids = sorted(set(self.hf.get_vocab(with_added_tokens=True).values()))
+        if ids != list(range(len(ids))):  # an embedding has a row per id: the ids must be 0..N-1
+            raise TokenizerError(f"{spec.name}: its token ids are not 0..N-1 ({len(ids):,} tokens, largest id "
+                                 f"{ids[-1] if ids else 'none'}); give a tokenizer whose ids are contiguous")
 
     @classmethod
     def load(cls, spec: SchemeSpec) -> "HFTokenizerFile":
