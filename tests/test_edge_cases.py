@@ -155,3 +155,36 @@ def test_a_report_does_not_show_a_config_that_changed_since_the_runs(toy, tmp_pa
     (tmp_path / "results" / "matrix.toml").write_text("garbage [[[")
     page = build_report(tmp_path / "results", tmp_path / "report").read_text()
     assert "is missing or has changed since the runs were made" in page and "garbage [[[" not in page
+
+
+def test_reading_a_run_needs_no_readable_spec_json_and_a_loose_checkpoint_gets_no_marginal_file(toy, tmp_path):
+    import shutil
+
+    _, _, run = toy
+    damaged = tmp_path / "damaged"
+    shutil.copytree(run, damaged)
+    (damaged / "spec.json").write_text("garbage")
+    code, _, err = call(["eval", str(damaged), "--split", "valid"])
+    assert code == 0, err  # eval reads best.pt, which carries the configuration; it writes nothing here
+    bpe = tmp_path / "bpe"
+    train(RunSpec(model="lstm", tokenizer="bpe:300", dataset="toy", overrides=FAST, data_dir=str(toy[1]),
+                  out_dir=str(bpe)), show_progress=False)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copy(bpe / "best.pt", loose / "model.pt")
+    (loose / "notes.txt").write_text("the user's own folder")
+    code, _, err = call(["eval", str(loose / "model.pt"), "--split", "valid", "--marginal", "2", "--marginal-lines",
+                         "2"])
+    assert code == 0 and "the estimate is not saved" in err, err
+    assert sorted(p.name for p in loose.iterdir()) == ["model.pt", "notes.txt"]
+
+
+def test_a_finished_run_found_in_another_folder_is_reported_where_it_is(toy, tmp_path):
+    import shutil
+
+    _, data, run = toy
+    moved = tmp_path / "moved"
+    shutil.copytree(run, moved)
+    result = train(RunSpec(model="lstm", tokenizer="byte", dataset="toy", overrides=FAST, data_dir=str(data),
+                           out_dir=str(moved)), show_progress=False)
+    assert result.spec.out_dir == str(moved)

@@ -9,9 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, metrics_table,
-                                   parse_pairs, print_comparability, sizing_dataset_option, sizing_tokenizer_option,
-                                   vocab_size_option)
+from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, echo_err,
+                                   metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
+                                   sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
 from bench.fileio import require_folder
 from bench.ownership import claim_output_file, owner_of
@@ -93,7 +93,8 @@ def eval_command(
     if split not in ("train", "valid", "test"):
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
     run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
-    own = run_folder if owner_of(run_folder) is not None else None  # the evaluated run's own folder
+    writes = dump_token_losses is not None or bool(marginal)  # reading alone needs no owner: a damaged spec.json
+    own = run_folder if writes and owner_of(run_folder) is not None else None  # the evaluated run's own folder
     if dump_token_losses is not None:
         claim_output_file(dump_token_losses, "--dump-token-losses", own_folder=own)
     for option, value in (("--marginal", marginal), ("--marginal-lines", marginal_lines)):
@@ -111,12 +112,13 @@ def eval_command(
         from tokenizers_study.segmentations import piece_table
 
         piece_table(load_model(checkpoint_path, "cpu").tokenizer)  # a scheme without a lattice: refused first
-        _claim_marginal_file(run_folder / f"marginal.{split}.json", _marginal_settings(checkpoint_path, marginal,
-                                                                                      marginal_lines))
+        if own is not None:
+            _claim_marginal_file(own / f"marginal.{split}.json", _marginal_settings(checkpoint_path, marginal,
+                                                                                   marginal_lines))
     use_threads(threads)
     report = evaluate_checkpoint(checkpoint_path, split, data_dir, streams, chunk, dump=dump_token_losses,
                                  progress=True)
-    marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines) if marginal else None
+    marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines, own) if marginal else None
     if as_json:
         print(json.dumps({**report.to_json(), **({"marginal": marginal_report.to_json()} if marginal_report
                                                    else {})}, indent=2))
@@ -152,15 +154,20 @@ def _claim_marginal_file(path: Path, settings: dict) -> None:
                          f"away to make this one ({settings})")
 
 
-def _marginal(checkpoint_path: Path, split: str, data_dir, draws: int, lines: int | None):
-    """The marginal estimate, also saved beside the checkpoint as marginal.<split>.json for the report."""
+def _marginal(checkpoint_path: Path, split: str, data_dir, draws: int, lines: int | None, run_folder: Path | None):
+    """The marginal estimate, also saved in the run's folder as marginal.<split>.json for the report (never beside
+    a loose checkpoint in a folder that is no run's)."""
     from bench.engine.inference import evaluate_marginal
     from bench.fileio import write_json_atomic
 
     report = evaluate_marginal(checkpoint_path, split, data_dir, draws, lines)
-    folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
-    write_json_atomic(folder / f"marginal.{split}.json",
-                      {**report.to_json(), "settings": _marginal_settings(checkpoint_path, draws, lines)})
+    if run_folder is None:
+        echo_err(f"the estimate is not saved: {checkpoint_path.parent} is not a run's folder (the report reads "
+                 f"marginal.{split}.json from run folders)")
+        return report
+    path = run_folder / f"marginal.{split}.json"
+    write_json_atomic(path, {**report.to_json(), "settings": _marginal_settings(checkpoint_path, draws, lines)})
+    echo_err(f"wrote {path}")
     return report
 
 

@@ -11,6 +11,7 @@ The run folder holds ``spec.json`` (the resolved configuration), ``tokenizer.jso
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import shutil
 import time
@@ -56,7 +57,10 @@ def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
     if not path.is_file():
         return None
     result = RunResult.read(path)
-    return result if result.run_id == run_id and result.status is RunStatus.DONE else None
+    if result.run_id != run_id or result.status is not RunStatus.DONE:
+        return None
+    # a folder moved or copied since: the result is where it was found, not where it was written
+    return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))
 
 
 def plan_run(spec: RunSpec) -> RunConfig:
