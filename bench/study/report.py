@@ -253,7 +253,8 @@ def _training_sections(doc: Document, study: Study, out: Path, style: FigureStyl
     _figure(doc, lambda: figures.learning_curves_figure(curves, style), out, "5-learning-curves",
             f"Validation {metric} against training characters seen, one panel per text and matching rule; a "
             "line per model and tokenization, the mean over seeds (each seed's curve faint behind it) with the 95% "
-            "interval over seeds as an error bar at the last validation, where there are two or more seeds. " + flag_legend(done))
+            "interval over seeds as an error bar at the last validation, where there are two or more seeds. "
+            + flag_legend(done))
     doc.heading("6. Equal tokens vs equal characters")
     _figure(doc, lambda: figures.matching_figure(done, style), out, "6-matching-rule",
             f"Test {metric} of each tokenization (mean over seeds, bars: 95% interval over seeds) when runs are "
