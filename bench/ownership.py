@@ -95,8 +95,9 @@ def claim_matrix_folder(folder: Path, config_path: Path, name: str) -> None:
         if owner.identity is None and _matrix_name(folder) not in (None, name):
             raise BenchError(f"{folder} holds the results of matrix {_matrix_name(folder)!r}, not {name!r}; choose "
                              f"another --results folder")
-        if owner.identity not in (None, config):
-            raise BenchError(f"{folder} holds the results of the matrix run from {owner.identity}, not {config}; "
+        if owner.identity not in (None, config) and not _same_config(folder, config_path):
+            was = (folder / owner.identity).resolve()
+            raise BenchError(f"{folder} holds the results of the matrix run from {was}, not {config_path.resolve()}; "
                              f"choose another --results folder (or run that config)")
     else:
         _refuse_foreign_files(folder, (), "a matrix's results folder")
@@ -114,6 +115,21 @@ def _refuse_foreign_files(folder: Path, debris: tuple[str, ...], what: str) -> N
         shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
         raise BenchError(f"{folder} already holds other files ({shown}) and is not {what}; give a new or empty "
                          f"folder")
+
+
+def _same_config(folder: Path, config_path: Path) -> bool:
+    """A results folder moved since (its recorded path no longer leads to the config) still belongs to a config
+    with the same contents: runs.csv records the config's sha256."""
+    import csv
+
+    from bench.fileio import sha256_file
+
+    try:
+        with open(folder / "runs.csv", newline="", encoding="utf-8") as handle:
+            recorded = {row.get("config_sha256") for row in csv.DictReader(handle)}
+        return recorded == {sha256_file(config_path)}
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return False
 
 
 def record_matrix_owner(folder: Path, config_path: Path) -> None:

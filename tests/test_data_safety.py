@@ -3,6 +3,7 @@ with their matrix, and an interrupted run leaves neither torn logs nor temporary
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -344,3 +345,12 @@ def test_a_run_killed_after_its_last_checkpoint_keeps_one_final_validation(data_
         return [(e["step"], e["valid_bits_per_byte"]) for e in lines if "valid_bits_per_byte" in e]
 
     assert validations("cut") == validations("whole") and [s for s, _ in validations("whole")] == [6, 10]
+
+
+def test_a_moved_results_folder_still_belongs_to_its_config(owned, data_dir, tmp_path, cli):
+    root, _, config = owned
+    moved = tmp_path / "elsewhere" / "toy"
+    shutil.copytree(root / "results" / "toy", moved)  # its owner.json names the config by a path that moved away
+    again = cli("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(moved))
+    assert again.returncode == 0, again.stderr  # the same config (its sha256 in runs.csv): finished runs reused
+    assert "0 to run" in again.stderr
