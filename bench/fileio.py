@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import tempfile
 import tomllib
@@ -84,7 +85,19 @@ def update_text(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, obj: object) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """Strict JSON, which has no inf or nan (an overflowing perplexity, a ratio over no words): they are written as
+    the strings "inf", "-inf" and "nan", which the result schema reads back as floats."""
+    write_text_atomic(path, json.dumps(finite_json(obj), indent=2, sort_keys=False, allow_nan=False) + "\n")
+
+
+def finite_json(obj: object) -> object:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else "inf" if obj > 0 else "-inf"
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
 
 
 def read_toml(path: str | Path) -> dict:

@@ -188,3 +188,20 @@ def test_a_finished_run_found_in_another_folder_is_reported_where_it_is(toy, tmp
     result = train(RunSpec(model="lstm", tokenizer="byte", dataset="toy", overrides=FAST, data_dir=str(data),
                            out_dir=str(moved)), show_progress=False)
     assert result.spec.out_dir == str(moved)
+
+
+def test_an_overflowing_perplexity_is_written_as_strict_json_and_read_back(tmp_path):
+    import math
+
+    from bench.engine.result import SplitMetrics
+    from bench.fileio import write_json_atomic
+
+    metrics = SplitMetrics.score(16_500.0, 3000, {"n_bytes": 3000, "n_chars": 3000, "n_words": 1, "n_lines": 1},
+                                 1.0, True)  # one 3,000-letter word: exp(16,500 nats) overflows
+    assert math.isinf(metrics.word_perplexity)
+    write_json_atomic(tmp_path / "m.json", {"metrics": metrics.__dict__})
+    text = (tmp_path / "m.json").read_text()
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))  # strict parsers read it
+    from bench.engine.result import _build
+
+    assert math.isinf(_build(SplitMetrics, json.loads(text)["metrics"]).word_perplexity)

@@ -13,7 +13,7 @@ from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_
                                    metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
                                    sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
-from bench.fileio import require_folder
+from bench.fileio import finite_json, require_folder
 from bench.ownership import claim_output_file, owner_of
 from bench.tables import duration, flops_rate
 
@@ -51,7 +51,7 @@ def train_command(
     if not Ranks.from_env().is_main:  # under torchrun, one process reports
         return
     if as_json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(finite_json(result.to_json()), indent=2, allow_nan=False))
         return
     training = result.training
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {result.data.corpus} / "
@@ -120,8 +120,9 @@ def eval_command(
                                  progress=True)
     marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines, own) if marginal else None
     if as_json:
-        print(json.dumps({**report.to_json(), **({"marginal": marginal_report.to_json()} if marginal_report
-                                                   else {})}, indent=2))
+        print(json.dumps(finite_json({**report.to_json(), **({"marginal": marginal_report.to_json()}
+                                                              if marginal_report else {})}), indent=2,
+                         allow_nan=False))
         return
     print(f"{report.model} / {report.tokenizer} on {report.corpus} {split}; layout {report.layout}; "
           f"data verified: {report.verified}")
@@ -285,7 +286,7 @@ def eval_hf_command(
     folder = require_folder(out or default_out_dir(settings, identity.run_id), "--out")
     result = evaluate_pretrained(replace(settings, out_dir=str(folder)), identity)
     if as_json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps(finite_json(result.to_json()), indent=2, allow_nan=False))
         return
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {dataset} {split}; "
           f"windows {result.evaluation.layout}")

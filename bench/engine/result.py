@@ -233,6 +233,9 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, StrEnum) else value
 
 
+NON_FINITE = ("inf", "-inf", "nan")
+
+
 def _build(kind: Any, value: Any) -> Any:
     """JSON data as the dataclass tree ``kind`` describes (fields missing from ``value`` keep defaults)."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):  # Optional[X]: X, or None
@@ -243,6 +246,8 @@ def _build(kind: Any, value: Any) -> Any:
     if typing.get_origin(kind) is dict and isinstance(value, dict):
         inner = typing.get_args(kind)[1]
         return {k: _build(inner, v) for k, v in value.items()}
+    if kind is float and value in NON_FINITE:  # JSON has no inf or nan: written as these strings
+        return float(value)
     return value
 
 
