@@ -107,6 +107,36 @@ def data_add(
             print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}")
 
 
+@app.command("synthesize")
+def data_synthesize(
+    corpus: str = typer.Argument(..., help="The corpus to stand in for: enwik8."),
+    size: int = typer.Option(100_000_000, "--bytes", help="Bytes of the file (enwik8: 100,000,000)."),
+    out: Path = typer.Option(..., "--out", help="Folder for enwik8.zip: give it to bench data fetch enwik8 --mirror "
+                             "DIR --allow-unverified."),
+    source: List[Path] = typer.Option([], "--source", help="WikiText files to draw articles from. Repeatable. "
+                                      "Default: the mirror's wikitext-2 files ($BENCH_DATA_MIRROR)."),
+    seed: int = typer.Option(0, "--seed", help="The same seed gives the same bytes."),
+) -> None:
+    """Write a synthetic stand-in for a corpus this machine cannot fetch, in its format, for tests and scale
+    benchmarks only: it fails the official checksum, so everything computed from it says verified: false."""
+    from bench.data.paths import resolve_mirror
+    from bench.data.synthetic import wikitext_source, write_enwik8_like
+    from bench.fileio import require_folder, sha256_file
+
+    if corpus != "enwik8":
+        raise BenchError(f"no synthetic stand-in for {corpus!r}; there is one for enwik8")
+    if not 1 <= size <= 10**10:
+        raise BenchError(f"--bytes must be from 1 to 10,000,000,000, not {size:,}")
+    if not source:
+        mirror = resolve_mirror(None)
+        source = sorted((mirror / "wikitext-2").glob("*.tokens")) if mirror else []
+    folder = require_folder(out, "--out")
+    if (folder / "enwik8.zip").exists():
+        raise BenchError(f"{folder / 'enwik8.zip'} exists; choose another --out folder")
+    path = write_enwik8_like(wikitext_source(source), size, folder, seed)
+    print(f"wrote {path}: {size:,} bytes of enwik8-like text (seed {seed}), archive sha256 {sha256_file(path)}")
+
+
 def baselines_command(
     dataset: str = typer.Argument(..., help="A fetched corpus (bench data list)."),
     splits: str = typer.Option("valid,test", "--splits", help="Comma-separated splits to measure (each cold and "

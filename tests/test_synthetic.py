@@ -1,0 +1,60 @@
+"""A synthetic enwik8 (tests and scale benchmarks only): enwik8's format and size, deterministic, fetched through
+the real zip path and cut at the reference offsets, its <page> elements the documents of the bootstrap."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+
+import pytest
+
+from bench.data import corpora
+from bench.data.corpora import Archive, FileCheck, make_enwik8_like
+from bench.data.fetch import fetch
+from bench.data.store import open_split
+from bench.data.synthetic import wikitext_source, write_enwik8_like
+from bench.study.documents import document_starts
+
+SIZE = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def source(mirror):
+    return wikitext_source([mirror / "wikitext-2" / "wiki.valid.tokens"])
+
+
+@pytest.fixture(scope="module")
+def archive(source, tmp_path_factory):
+    return write_enwik8_like(source, SIZE, tmp_path_factory.mktemp("syn"), seed=0)
+
+
+def test_it_has_enwik8s_format_and_exact_size_and_the_same_bytes_for_the_same_seed(source, archive, tmp_path):
+    data = zipfile.ZipFile(archive).read("enwik8")
+    assert len(data) == SIZE
+    assert data.startswith(b'<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.3/"')
+    for mark in (b"<page>", b"<title>", b"<revision>", b'<text xml:space="preserve">', b"[[", b"{{Infobox",
+                 b"'''", b"&quot;", b"\n==", b"</page>"):
+        assert mark in data, mark
+    text = data.decode("utf-8", "replace")
+    assert 0.002 <= sum(ord(ch) > 127 for ch in text) / len(text) <= 0.004  # enwik8: about 0.3%
+    assert "&lt;unk&gt;" not in text  # WikiText's <unk> never reaches the XML
+    again = zipfile.ZipFile(write_enwik8_like(source, SIZE, tmp_path / "a", seed=0)).read("enwik8")
+    other = zipfile.ZipFile(write_enwik8_like(source, SIZE, tmp_path / "b", seed=1)).read("enwik8")
+    assert hashlib.sha256(again).digest() == hashlib.sha256(data).digest() != hashlib.sha256(other).digest()
+
+
+def test_it_is_fetched_through_the_zip_cut_at_the_reference_offsets_and_read_as_pages(archive, tmp_path,
+                                                                                       monkeypatch):
+    data = zipfile.ZipFile(archive).read("enwik8")
+    holdout = 100_000  # enwik8's is 5,000,000 of 100,000,000
+    spec = make_enwik8_like("enwik8-synthetic", Archive("enwik8.zip", (), FileCheck(1, sha256="0" * 64)),
+                            member="enwik8", member_check=FileCheck(SIZE, sha256="0" * 64), holdout=holdout)
+    monkeypatch.setitem(corpora.REGISTRY, spec.name, spec)
+    records = fetch(spec.name, data_dir=tmp_path / "data", mirror=archive.parent, allow_unverified=True)
+    assert not any(r.verified for r in records.values())  # a stand-in, never the real data
+    expected = {"train": data[:-2 * holdout], "valid": data[-2 * holdout:-holdout], "test": data[-holdout:]}
+    for split, want in expected.items():
+        assert open_split(spec.name, split, tmp_path / "data").path.read_bytes() == want
+    starts, kind = document_starts(open_split(spec.name, "test", tmp_path / "data").read_text())
+    test = open_split(spec.name, "test", tmp_path / "data").read_text()
+    assert kind == "page" and len(starts) == test.count("<page>") >= 3
