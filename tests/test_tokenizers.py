@@ -220,3 +220,11 @@ def test_a_character_budget_counts_the_original_text(trained, corpus_text, schem
     if not tok.lossless_scheme:
         unk = np.flatnonzero(np.asarray(ids) == tok.unk_id)
         assert len(unk) >= 2 and lengths[unk].max() >= len("Pneumonoultramicroscopic")
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
+def test_words_are_counted_a_chunk_at_a_time_as_str_split_counts_them(corpus_text, adversarial_texts, chunk):
+    from tokenizers_study.text import count_words
+
+    for text in [corpus_text[:3000], *adversarial_texts, "a\u2028b\x1cc\x85d  e\u3000f", "  ", "word"]:
+        assert count_words(text, chunk) == len(text.split()), repr(text[:40])

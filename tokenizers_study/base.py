@@ -188,7 +188,7 @@ class Tokenizer(ABC):
         This places every token in the text (its byte offset is the cumulative sum),
         which is what per-token analyses (loss by position within a word) need.
         """
-        return self._id_byte_lengths()[np.asarray(ids, dtype=np.int64)]
+        return self._id_byte_lengths()[np.asarray(ids)]
 
     def char_lengths(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """How many characters of ``decode(ids)`` begin in each token; they sum to the decoded text's length.
@@ -196,12 +196,26 @@ class Tokenizer(ABC):
         A character whose bytes are cut across tokens (byte-level BPE can do that) counts in the token that
         holds its first byte, so the characters of a run of tokens are those the tokens begin.
         """
-        ids = np.asarray(ids, dtype=np.int64)
-        ends = np.cumsum(self.byte_lengths(ids))
-        begins = np.zeros(int(ends[-1]) + 1 if len(ends) else 1, dtype=np.int64)
-        begins[char_byte_offsets(self.pieces_text(ids))[:-1]] = 1  # 1 at each byte where a character begins
-        begun = np.concatenate([[0], np.cumsum(begins)])  # begun[k]: characters begun before byte k
-        return begun[ends] - begun[np.concatenate([[0], ends[:-1]])]
+        ids = np.asarray(ids)
+        lengths = self.byte_lengths(ids)
+        data = text_bytes(self.pieces_text(ids))
+        try:  # valid UTF-8: a character begins at every byte that is not a continuation byte (10xxxxxx)
+            data.decode("utf-8")
+            begins = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
+        except UnicodeDecodeError:  # undecodable bytes are characters of their own (surrogateescape)
+            begins = np.zeros(len(data), dtype=bool)
+            begins[char_byte_offsets(self.pieces_text(ids))[:-1]] = True
+        # per token, the characters begun in its bytes; linear, and one byte per text byte at most (a corpus of
+        # hundreds of MB is counted without arrays of 8 bytes per byte)
+        starts = np.cumsum(lengths, dtype=np.int64)
+        starts -= lengths
+        present = lengths > 0
+        if present.all():
+            return np.add.reduceat(begins, starts, dtype=np.int32) if len(starts) else np.zeros(0, np.int32)
+        counts = np.zeros(len(lengths), dtype=np.int32)
+        if present.any():  # reduceat would give an empty token the next byte's count
+            counts[present] = np.add.reduceat(begins, starts[present], dtype=np.int32)
+        return counts
 
     def source_char_lengths(self, text: str, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Characters of the original ``text`` (``ids`` = its encoding) each token covers, for a character
@@ -221,7 +235,7 @@ class Tokenizer(ABC):
     def _id_byte_lengths(self) -> np.ndarray:
         """Bytes each id decodes to, from the id -> bytes table of schemes that decode through one
         (``_id_bytes``); the others override this or ``byte_lengths``."""
-        return np.array([len(b) for b in self._id_bytes], dtype=np.int64)
+        return np.array([len(b) for b in self._id_bytes], dtype=np.int32)
 
     def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
         """Check ``decode(encode(text)) == text``; subclasses that can lose text say how much."""

@@ -37,7 +37,7 @@ class ByteTokenizer(Tokenizer):
         return np.zeros(0, dtype=np.int64)  # bytes are the vocabulary, not a fallback
 
     def _id_byte_lengths(self) -> np.ndarray:
-        return np.array([1] * 256 + [0], dtype=np.int64)
+        return np.array([1] * 256 + [0], dtype=np.int32)
 
     def _encode(self, text: str) -> np.ndarray:
         return np.frombuffer(text_bytes(text), dtype=np.uint8)

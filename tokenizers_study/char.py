@@ -59,7 +59,7 @@ class CharTokenizer(Tokenizer):
 
     def _id_byte_lengths(self) -> np.ndarray:
         chars = [len(text_bytes(chr(int(c)))) for c in self.chars]
-        return np.array([0] + [1] * 256 + chars, dtype=np.int64)
+        return np.array([0] + [1] * 256 + chars, dtype=np.int32)
 
     def _encode(self, text: str) -> np.ndarray:
         cps = _code_points(text)
