@@ -13,6 +13,7 @@ import torch
 import cli
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
+from bench.errors import BenchError
 
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 6, "eval_every": 3,
         "checkpoint_every": 3, "eval_streams": 4, "eval_chunk": 32, "eval_max_tokens": 300}
@@ -347,6 +348,14 @@ CASES = [
      "is in the way"),
     ("a user corpus that lost a split", TRAIN + ["--data-dir", "{lost_split}"], "add the corpus again"),
     ("a pretrained tokenizer with gaps in its ids", STATS + ["--schemes", "hf:{gap}"], "ids are not 0..N-1"),
+    ("a tokenizer that makes the text one token", TRAIN + ["--tokenizer", "hf:{one_word}"],
+     "as 1 token(s) (a tokenizer that maps the text to <unk>"),
+    ("a file too short for enwik8's cut", ["data", "fetch", "enwik8", "--splits", "train", "--file", "train={text}",
+                                           "--allow-unverified", "--data-dir", "{sandbox}/fetched"],
+     "too few for this split"),
+    ("a corrupt archive in the user's mirror", ["data", "fetch", "wikitext-2", "--mirror", "{bad_mirror}",
+                                                "--allow-unverified", "--data-dir", "{sandbox}/fetched"],
+     "replace it with the official archive"),
     ("a stand-in for a corpus there is none for", ["data", "synthesize", "wikitext-103", "--out", "{new}",
                                                    "--source", "{text}"], "no synthetic stand-in for"),
     ("a stand-in of no bytes", ["data", "synthesize", "enwik8", "--bytes", "0", "--out", "{new}", "--source",
@@ -422,6 +431,8 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
     """Data folders with a corrupt manifest, another corpus under the run's corpus name, a link into a run."""
     import json
 
+    from bench.data.facts import load_data_facts as facts_of
+
     from bench.data.user import add_user_corpus
 
     for name, manifest in (("bad_manifest", None), ("list_manifest", [])):
@@ -443,6 +454,15 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
 
     Tokenizer(models.WordLevel({"the": 0, "[UNK]": 70000, "a": 5}, unk_token="[UNK]")).save(str(root / "gap.json"))
     places["gap"] = root / "gap.json"
+    Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")).save(str(root / "one-word.json"))
+    places["one_word"] = root / "one-word.json"
+    try:  # its encoded splits cached, so that the refusal below writes nothing
+        facts_of("toy", f"hf:{places['one_word']}", root / "data")
+    except BenchError:
+        pass
+    (root / "bad-mirror").mkdir()
+    (root / "bad-mirror" / "wikitext-2-v1.zip").write_bytes(b"not a zip archive" * 100)
+    places["bad_mirror"] = root / "bad-mirror"
     from bench.data.facts import load_data_facts
 
     load_data_facts("toy", "bpe:300", root / "data")  # cached: a refusal after it writes nothing

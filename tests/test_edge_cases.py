@@ -205,3 +205,28 @@ def test_an_overflowing_perplexity_is_written_as_strict_json_and_read_back(tmp_p
     from bench.engine.result import _build
 
     assert math.isinf(_build(SplitMetrics, json.loads(text)["metrics"]).word_perplexity)
+
+
+def test_sampling_a_word_model_keeps_the_space_and_shows_the_prompt_as_the_model_saw_it(toy):
+    from bench.engine.inference import sample
+
+    root, data, _ = toy
+    run = root / "words"
+    train(RunSpec(model="lstm", tokenizer="word:40", dataset="toy", overrides=FAST, data_dir=str(data),
+                  out_dir=str(run)), show_progress=False)
+    seen, continuation = sample(run, "Zebra quux the", max_tokens=6)
+    assert seen.startswith("<unk> <unk> the")  # the words outside the vocabulary, as the model got them
+    assert continuation.startswith((" ", "\n"))  # not glued to the prompt's last word
+
+
+def test_a_changed_user_corpus_file_stays_reported_until_added_again(toy, tmp_path):
+    import shutil
+
+    _, data, _ = toy
+    copy = tmp_path / "data"
+    shutil.copytree(data / "toy", copy / "toy")
+    with open(copy / "toy" / "valid.txt", "a") as handle:
+        handle.write("a tampered line\n")
+    for _ in range(2):  # the second verify still sees it: the change is not adopted
+        code, out, _ = call(["data", "verify", "toy", "--data-dir", str(copy)])
+        assert code == 1 and "changed since it was added" in out and "add the corpus again" in out

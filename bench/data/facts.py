@@ -57,7 +57,9 @@ def data_facts(encoded: EncodedCorpus) -> DataFacts:
     """The facts of one corpus under one tokenization."""
     train_tokens = len(encoded.ids["train"])
     if train_tokens < 2:
-        raise BenchError(f"{encoded.corpus} train split is too short to train on ({train_tokens} tokens)")
+        raise BenchError(f"{encoded.corpus} train split is too short to train on: {encoded.tokenizer.spec.name} "
+                         f"encodes its {encoded.splits['train'].size:,} bytes as {train_tokens} token(s) (a tokenizer "
+                         f"that maps the text to <unk> is not one for this corpus)")
     return DataFacts(
         vocab_size=encoded.tokenizer.vocab_size, corpus=encoded.corpus, scheme=encoded.tokenizer.spec.name,
         tokenizer_hash=encoded.tokenizer.hash, train_chars=text_counts(encoded.splits["train"].read_text())["n_chars"],

@@ -82,6 +82,12 @@ class _Fetcher:
         warn(f"WARNING: {check.problem}.\nWARNING: accepted because of --allow-unverified; "
              f"everything computed from it is labelled verified: false.")
 
+    def _corrupt(self, archive_path: Path, why: str):
+        mine = self.mirror is not None and archive_path.parent.resolve() == self.mirror.resolve()
+        fix = ("replace it with the official archive, or fetch without --mirror to download it" if mine
+               else "delete it and fetch again")
+        raise BenchError(f"{archive_path} is corrupt ({why}); {fix}")
+
     def loose(self, path: Path, source: SplitSource, origin: str) -> Obtained:
         check = check_file(path, source.check, str(path))
         self.accept(check)
@@ -95,6 +101,13 @@ class _Fetcher:
             problem = text_problem(explicit.read_bytes())
             if problem:
                 raise BenchError(f"--file {split}={explicit} {problem}: a corpus split must hold text")
+            size = explicit.stat().st_size
+            if source.byte_range is not None and not len(range(size)[slice(*source.byte_range)]):
+                start, stop = ("" if bound is None else bound for bound in source.byte_range)
+                raise BenchError(f"{self.spec.name} {split}: --file {explicit} has {size:,} bytes, too few for this "
+                                 f"split, which is cut from the whole file (bytes [{start}:{stop}] as a Python "
+                                 f"slice); give the whole {self.spec.name} file, or add your own corpus with bench "
+                                 f"data add")
             return self.loose(explicit, source, "file")
         if source.member in self._members:
             return self._members[source.member]
@@ -159,6 +172,8 @@ class _Fetcher:
         archive = self.spec.archive
         assert archive is not None
         if self._archive is None or self._archive[0] != archive_path:
+            if not zipfile.is_zipfile(archive_path):  # before any warning about its checksum
+                self._corrupt(archive_path, "not a zip file")
             check = check_file(archive_path, archive.check, str(archive_path))
             self.accept(check)
             self._archive = (archive_path, check)
@@ -170,7 +185,7 @@ class _Fetcher:
         except KeyError:
             raise BenchError(f"{archive_path} has no member {source.member}; it is not the official archive") from None
         except (zipfile.BadZipFile, OSError) as exc:
-            raise BenchError(f"{archive_path} is corrupt ({exc}); delete it and fetch again") from None
+            self._corrupt(archive_path, str(exc))
         if archive_check.ok:
             # Member checks are still applied where the registry has them.
             member_check = check_file(out, source.check, f"{source.member} in {archive_path}")

@@ -65,11 +65,15 @@ def verify(name: str | None = None, data_dir: str | Path | None = None) -> list[
             size, sha = path.stat().st_size, sha256_file(path)
             ok = True
             message = "matches the fetched file"
-            if (size, sha) != (record.size, record.sha256):
+            if (size, sha) != (record.size, record.sha256) and record.status == STATUS_USER:
+                ok = False  # a user corpus is its files: a changed file is another corpus, not adopted
+                message = (f"{path} changed since it was added (size {record.size:,} -> {size:,}, sha256 "
+                           f"{record.sha256[:12]}... -> {sha[:12]}...); {_get_it_again(data_dir, corpus)}")
+            elif (size, sha) != (record.size, record.sha256):
                 ok = False
                 message = (f"{path} changed since it was fetched: expected size {record.size:,}, sha256 "
                            f"{record.sha256}; got size {size:,}, sha256 {sha}; now marked unverified")
-                record.status = STATUS_UNVERIFIED if record.status != STATUS_USER else STATUS_USER
+                record.status = STATUS_UNVERIFIED
                 record.problem = message
                 record.size, record.sha256 = size, sha
                 changed = True

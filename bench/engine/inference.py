@@ -104,12 +104,15 @@ def _recorded_split(loaded: Loaded, split: str, data_dir: Path):
 @torch.no_grad()
 def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: float = 1.0, top_k: int = 0,
            seed: int = 0, device: str = "auto") -> tuple[str, str]:
-    """Continue ``prompt``; returns (prompt, continuation) as texts."""
+    """Continue ``prompt``; returns (the prompt as the model saw it, continuation) as texts: decoded together, so
+    that a space a word scheme leaves implicit between them is not lost, and a prompt word outside a closed
+    vocabulary shows as the <unk> the model was given."""
     loaded = load_model(path, device)
     model, tok = loaded.model, loaded.tokenizer
     generator = torch.Generator(device="cpu").manual_seed(seed)
     segment = loaded.train.bptt  # no forward pass longer than training's (a long prompt goes in segments)
-    pending, state, out = [tok.bos_id] + tok.encode(prompt).tolist(), None, []
+    prompt_ids = [int(i) for i in tok.encode(prompt)]
+    pending, state, out = [tok.bos_id] + prompt_ids, None, []
     while len(out) < max_tokens:
         for start in range(0, len(pending), segment):
             with autocast(loaded.device, loaded.amp):
@@ -122,7 +125,9 @@ def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: fl
         logits[..., tok.bos_id] = float("-inf")  # <bos> starts documents, it is never a continuation
         pending = [int(torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator))]
         out.append(pending[0])
-    return prompt, tok.decode(np.array(out))
+    seen = tok.decode(np.array(prompt_ids, dtype=np.int64)) if prompt_ids else ""
+    whole = tok.decode(np.array(prompt_ids + out, dtype=np.int64))
+    return seen, whole[len(seen):] if whole.startswith(seen) else tok.decode(np.array(out, dtype=np.int64))
 
 
 def printable(text: str) -> str:
