@@ -5,7 +5,6 @@ import pytest
 
 import bench.data.cache as cache
 from bench.data.corpora import SPLITS
-from bench.data.store import verify
 from bench.data.user import add_user_corpus
 
 
@@ -48,9 +47,11 @@ def test_changed_train_file_retrains_and_changed_scheme_reencodes(user_corpus, m
     assert a.tokenizer.hash != b.tokenizer.hash
     assert len(a.ids["valid"]) != len(b.ids["valid"]) or not np.array_equal(a.ids["valid"], b.ids["valid"])
 
+    changed = user_corpus / "changed-train.txt"  # a user corpus is its files: another train file, added again
+    changed.write_text(make_text(n_lines=120, seed=42))
+    add_user_corpus("tiny", {"train": changed, "valid": user_corpus / "tiny" / "valid.txt",
+                             "test": user_corpus / "tiny" / "test.txt"}, user_corpus)
     train = user_corpus / "tiny" / "train.txt"
-    train.write_text(make_text(n_lines=120, seed=42))
-    verify("tiny", user_corpus)  # accept the change (it stays a user corpus)
     c = cache.encode_corpus("tiny", "bpe:300", user_corpus)
     assert c.tokenizer.hash != a.tokenizer.hash
     assert not np.array_equal(c.ids["train"], a.ids["train"])
