@@ -66,11 +66,13 @@ class CharTokenizer(Tokenizer):
         if len(self.chars) == 0:
             pos = np.zeros(len(cps), dtype=np.int64)
             known = np.zeros(len(cps), dtype=bool)
-        else:
+        else:  # in place where it can be: a split of hundreds of MB holds a few arrays of its length at once
             pos = np.searchsorted(self.chars, cps)
-            pos_clipped = np.minimum(pos, len(self.chars) - 1)
-            known = self.chars[pos_clipped] == cps
-        ids = (pos + _CHAR_BASE).astype(np.int32)
+            np.minimum(pos, len(self.chars) - 1, out=pos)  # an unknown character's id is replaced below anyway
+            known = self.chars[pos] == cps
+        ids = pos.astype(np.int32)
+        del pos
+        ids += _CHAR_BASE
         if known.all():
             return ids
         # Spell each unknown character as its bytes.
