@@ -85,9 +85,13 @@ def update_text(path: str | Path, text: str) -> None:
 
 
 def write_json_atomic(path: str | Path, obj: object) -> None:
+    write_text_atomic(path, json_text(obj) + "\n")
+
+
+def json_text(obj: object) -> str:
     """Strict JSON, which has no inf or nan (an overflowing perplexity, a ratio over no words): they are written as
     the strings "inf", "-inf" and "nan", which the result schema reads back as floats."""
-    write_text_atomic(path, json.dumps(finite_json(obj), indent=2, sort_keys=False, allow_nan=False) + "\n")
+    return json.dumps(finite_json(obj), indent=2, allow_nan=False)
 
 
 def finite_json(obj: object) -> object:

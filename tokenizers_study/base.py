@@ -198,13 +198,14 @@ class Tokenizer(ABC):
         """
         ids = np.asarray(ids)
         lengths = self.byte_lengths(ids)
-        data = text_bytes(self.pieces_text(ids))
+        pieces = self.pieces_text(ids)
+        data = text_bytes(pieces)
         try:  # valid UTF-8: a character begins at every byte that is not a continuation byte (10xxxxxx)
             data.decode("utf-8")
             begins = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
         except UnicodeDecodeError:  # undecodable bytes are characters of their own (surrogateescape)
             begins = np.zeros(len(data), dtype=bool)
-            begins[char_byte_offsets(self.pieces_text(ids))[:-1]] = True
+            begins[char_byte_offsets(pieces)[:-1]] = True
         # per token, the characters begun in its bytes; linear, and one byte per text byte at most (a corpus of
         # hundreds of MB is counted without arrays of 8 bytes per byte)
         starts = np.cumsum(lengths, dtype=np.int64)

@@ -13,7 +13,7 @@ from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_
                                    metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
                                    sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
-from bench.fileio import finite_json, require_folder
+from bench.fileio import json_text, require_folder
 from bench.ownership import claim_output_file, owner_of
 from bench.tables import duration, flops_rate
 
@@ -51,7 +51,7 @@ def train_command(
     if not Ranks.from_env().is_main:  # under torchrun, one process reports
         return
     if as_json:
-        print(json.dumps(finite_json(result.to_json()), indent=2, allow_nan=False))
+        print(json_text(result.to_json()))
         return
     training = result.training
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {result.data.corpus} / "
@@ -86,7 +86,7 @@ def eval_command(
     from bench.engine.device import check_threads, use_threads
     from bench.engine.inference import evaluate_checkpoint
 
-    for option, value in (("--streams", streams), ("--chunk", chunk), ("--threads", threads)):
+    for option, value in (("--streams", streams), ("--chunk", chunk)):
         if value is not None and value < 1:
             raise BenchError(f"{option} must be at least 1, not {value}")
     check_threads(threads)
@@ -120,9 +120,8 @@ def eval_command(
                                  progress=True)
     marginal_report = _marginal(checkpoint_path, split, data_dir, marginal, marginal_lines, own) if marginal else None
     if as_json:
-        print(json.dumps(finite_json({**report.to_json(), **({"marginal": marginal_report.to_json()}
-                                                              if marginal_report else {})}), indent=2,
-                         allow_nan=False))
+        print(json_text({**report.to_json(), **({"marginal": marginal_report.to_json()} if marginal_report
+                                                 else {})}))
         return
     print(f"{report.model} / {report.tokenizer} on {report.corpus} {split}; layout {report.layout}; "
           f"data verified: {report.verified}")
@@ -185,6 +184,7 @@ def sample_command(
 ) -> None:
     """Generate text from a trained model."""
     from bench.engine.inference import printable, sample
+    from bench.engine.spec import check_seed
 
     if tokens < 1:
         raise BenchError(f"--tokens must be at least 1, not {tokens}")
@@ -193,8 +193,7 @@ def sample_command(
     if temperature < MIN_TEMPERATURE:  # logits / temperature overflow to inf: nothing left to sample from
         raise BenchError(f"--temperature {temperature:g} is too small to sample with; use at least "
                          f"{MIN_TEMPERATURE:g}, or --top-k 1 for greedy decoding")
-    if not 0 <= seed < 2**32:
-        raise BenchError(f"--seed must be an integer from 0 to 2**32 - 1, not {seed}")
+    check_seed(seed, "--seed")
     if top_k < 0:
         raise BenchError(f"--top-k must be 0 (all tokens) or more, not {top_k}")
     prompt_text, continuation = sample(checkpoint_path, prompt, tokens, temperature, top_k, seed)
@@ -286,7 +285,7 @@ def eval_hf_command(
     folder = require_folder(out or default_out_dir(settings, identity.run_id), "--out")
     result = evaluate_pretrained(replace(settings, out_dir=str(folder)), identity)
     if as_json:
-        print(json.dumps(finite_json(result.to_json()), indent=2, allow_nan=False))
+        print(json_text(result.to_json()))
         return
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {dataset} {split}; "
           f"windows {result.evaluation.layout}")

@@ -250,14 +250,9 @@ class UnknownCorpus(BenchError):
     """A corpus name that is neither registered nor added by the user."""
 
 
-def get_corpus(name: str, data_dir=None) -> CorpusSpec:
-    """A registry corpus; an unknown name is one line listing the registry and the user corpora of ``data_dir``."""
+def get_corpus(name: str) -> CorpusSpec:
     try:
         return REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(REGISTRY))
-        users = sorted(p.name for p in data_dir.iterdir() if p.name not in REGISTRY and (p / "manifest.json").is_file()
-                       ) if data_dir is not None and data_dir.is_dir() else []
-        mine = f"; user corpora in {data_dir}: {', '.join(users)}" if users else (
-            f"; no user corpus in {data_dir}" if data_dir is not None else "")
-        raise UnknownCorpus(f"unknown corpus {name!r}; known corpora: {known}{mine}") from None
+        raise UnknownCorpus(f"unknown corpus {name!r}; known corpora: {known}") from None

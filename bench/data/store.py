@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.data.corpora import REGISTRY, SPLITS, get_corpus
+from bench.data.corpora import REGISTRY, SPLITS
 from bench.data.integrity import check_file
 from bench.data.manifest import (MANIFEST, STATUS_OFFICIAL, STATUS_UNVERIFIED, STATUS_USER, corpus_dir,
-                                 is_user_corpus, known_corpora, read_manifest, write_manifest)
+                                 is_user_corpus, known_corpora, read_manifest, unknown_corpus, write_manifest)
 from bench.data.paths import resolve_data_dir
 from bench.errors import BenchError
 from bench.fileio import sha256_file
@@ -46,7 +46,8 @@ def verify(name: str | None = None, data_dir: str | Path | None = None) -> list[
     data_dir = resolve_data_dir(data_dir)
     names = [name] if name else known_corpora(data_dir)
     if name and not (corpus_dir(data_dir, name) / MANIFEST).exists():
-        get_corpus(name, data_dir)  # an unknown name gets the unknown-corpus message
+        if name not in REGISTRY:
+            raise unknown_corpus(name, data_dir)
         raise BenchError(f"corpus {name!r} is not in {data_dir}; nothing to verify (fetch it first: "
                          f"bench data fetch {name})")
     rows = []
@@ -164,7 +165,7 @@ def open_split(name: str, split: str, data_dir: str | Path | None = None) -> Spl
     records = read_manifest(data_dir, name)
     if not records:
         if name not in REGISTRY:
-            get_corpus(name, data_dir)
+            raise unknown_corpus(name, data_dir)
         raise BenchError(f"corpus {name!r} is not in {data_dir}; run: bench data fetch {name} --mirror DIR "
                          f"(or set BENCH_DATA_DIR to the folder that has it)")
     record = records.get(split)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.data.cache import cached_tokenizer, save_encoded
+from bench.data.manifest import STATUS_USER
 from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.provenance import git_commit, library_versions
@@ -50,8 +51,8 @@ def stats_table(result: StatsResult) -> str:
 
 def _notes(result: StatsResult) -> str:
     lines = []
-    unverified = [s for s, d in result.splits.items() if not d.verified and d.status != "user"]
-    user = [s for s, d in result.splits.items() if d.status == "user"]
+    unverified = [s for s, d in result.splits.items() if not d.verified and d.status != STATUS_USER]
+    user = [s for s, d in result.splits.items() if d.status == STATUS_USER]
     if user:
         lines.append(f"USER CORPUS: {result.dataset} has no official copy; its rows say verified: NO (compare them "
                      "only with measurements of the same files, by their sha256).")

@@ -59,7 +59,10 @@ THREADS_PER_CORE = 4  # beyond this, torch's thread pool only waits (5,000 threa
 
 
 def check_threads(threads: int | None, what: str = "--threads") -> None:
+    """At least one thread, and at most :data:`THREADS_PER_CORE` per core (``None``: the default)."""
     most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if threads is not None and threads < 1:
+        raise BenchError(f"{what} must be at least 1, not {threads}")
     if threads is not None and threads > most:
         raise BenchError(f"{what} {threads:,} is more than {THREADS_PER_CORE} per core of this machine's "
                          f"{os.cpu_count()}; give at most {most}")

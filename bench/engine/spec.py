@@ -205,6 +205,12 @@ def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def check_seed(seed: Any, what: str) -> None:
+    """A seed of torch's and numpy's generators: an integer from 0 to 2**32 - 1."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise BenchError(f"{what} must be an integer from 0 to 2**32 - 1, not {seed!r}")
+
+
 def validate_spec(spec: RunSpec) -> RunSpec:
     """Check names and overrides before any data is touched; returns the spec with the scheme's
     canonical name and typed overrides. Everything that needs the data is checked by ``resolve``."""
@@ -212,7 +218,6 @@ def validate_spec(spec: RunSpec) -> RunSpec:
     from tokenizers_study import parse_scheme
 
     get_preset(spec.model, spec.preset)
-    if isinstance(spec.seed, bool) or not isinstance(spec.seed, int) or not 0 <= spec.seed < 2**32:
-        raise BenchError(f"seed must be an integer from 0 to 2**32 - 1, not {spec.seed!r}")
+    check_seed(spec.seed, "seed")
     return dataclasses.replace(spec, tokenizer=parse_scheme(spec.tokenizer).name,
                                overrides=parse_overrides(spec.model, spec.overrides))

@@ -18,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BenchError
-from bench.study.uncertainty import Comparison, compare, holm
+from bench.study.report_tables import interval_text
+from bench.study.uncertainty import compare, holm
 
 METRICS = (("bits_per_byte", "bits/byte"), ("bits_per_char", "bits/char"), ("word_perplexity", "word ppl"),
            ("word_perplexity_eos", "word ppl (eos)"), ("token_perplexity", "token ppl (NOT comparable)"))
@@ -69,7 +70,7 @@ def compare_runs(a: Path, b: Path) -> Compared:
     losses = [run.text_losses("test") for run in runs]
     comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
                          {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
-    rows[0]["95% interval"] = _interval(comparison)
+    rows[0]["95% interval"] = interval_text(comparison)
     notes = [f"A: {a} ({_describe(runs[0].result)}); B: {b} ({_describe(runs[1].result)})",
              "One trained model a side: " + (f"the interval ({comparison.interval}) covers the sample of text only, "
                                              f"not training noise; no p-value (seeds are the unit of replication)"
@@ -110,7 +111,7 @@ def compare_results(a: Path, b: Path) -> Compared:
         rows.append({**{k: v for k, v in zip(keys, key) if k != "phase" or v},
                      "seeds": f"{len(values[0])} / {len(values[1])}", "A bits/byte": _mean(values[0]),
                      "B bits/byte": _mean(values[1]), "A - B": round(comparison.difference, 4),
-                     "95% interval": _interval(comparison), "p": comparison.p_value, "p (Holm)": None,
+                     "95% interval": interval_text(comparison), "p": comparison.p_value, "p (Holm)": None,
                      "note": "" if _lossless(side_a) and _lossless(side_b) else "lossy: another text, NOT comparable"})
     if not rows:
         raise BenchError(f"{a} and {b} share no finished cell (the same model, tokenization, data, matching rule "
@@ -129,9 +130,3 @@ def _lossless(side: pd.DataFrame) -> bool:
 
 def _mean(values: dict) -> float:
     return round(sum(values.values()) / len(values), 4)
-
-
-def _interval(comparison: Comparison) -> str:
-    if comparison.low is None:
-        return "-"
-    return f"[{comparison.low:.4f}, {comparison.high:.4f}]"

@@ -82,6 +82,11 @@ def _grid(table: dict, path: Path, where: str) -> dict[str, list]:
     return grid
 
 
+def is_matrix_name(name: str) -> bool:
+    """Letters, digits, '-' and '_', with at least one letter or digit: it names folders (results/<name>)."""
+    return name.replace("-", "").replace("_", "").isalnum()
+
+
 def _same_value(a, b) -> bool:
     """16, 16.0 and "16" are one setting once converted to the field's type."""
     def number(v):
@@ -121,7 +126,7 @@ def load_config(path: str | Path) -> MatrixConfig:
         raise BenchError(f"{path}: [matrix] name must be a non-empty string, not {meta['name']!r}; give a name or "
                          f"leave the key out (the file's name is the default)")
     name = meta.get("name") or path.stem
-    if not name.replace("-", "").replace("_", "").isalnum():
+    if not is_matrix_name(name):
         source = "[matrix] name" if "name" in meta else "the matrix name (from the file's name)"
         raise BenchError(f"{path}: {source} {name!r} must use letters, digits, '-' and '_', with at least one letter "
                          f"or digit" + ("" if "name" in meta else "; set [matrix] name = \"...\""))

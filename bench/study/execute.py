@@ -72,8 +72,6 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
 
     if jobs < 1:
         raise BenchError("--jobs must be at least 1")
-    if threads is not None and threads < 1:
-        raise BenchError(f"--threads must be at least 1, not {threads}")
     from bench.engine.device import check_threads
 
     check_threads(threads)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.data.corpora import REGISTRY, UnknownCorpus, get_corpus
+from bench.data.corpora import REGISTRY, UnknownCorpus
 from bench.data.facts import DataFacts, load_data_facts
-from bench.data.manifest import is_user_corpus
+from bench.data.manifest import is_user_corpus, unknown_corpus
 from bench.engine import checkpoint
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.resolve import RunConfig, resolve
@@ -104,10 +104,7 @@ def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
     """The data's facts (training and encoding the tokenizer through the cache), or why the data are not
     there; an unknown corpus, or a tokenization that cannot be trained on it, is an error of the config."""
     if spec.dataset not in REGISTRY and not is_user_corpus(data_dir, spec.dataset):
-        if not data_dir.is_dir():
-            raise UnknownCorpus(f"unknown corpus {spec.dataset!r}: the data folder {data_dir} does not exist; give the "
-                                f"folder that holds your corpora (bench data list --data-dir DIR shows them)")
-        get_corpus(spec.dataset, data_dir)  # the unknown-corpus message
+        raise unknown_corpus(spec.dataset, data_dir)
     try:
         return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
     except BenchError as exc:

@@ -140,16 +140,13 @@ def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> l
 def check_corpora(entries: list[dict], data_dir: Path) -> None:
     """An unknown corpus in a [[pretrained]] entry is an error of the config, refused before anything is planned
     (one not fetched yet is only no_data)."""
-    from bench.data.corpora import REGISTRY, get_corpus
-    from bench.data.manifest import is_user_corpus
+    from bench.data.corpora import REGISTRY
+    from bench.data.manifest import is_user_corpus, unknown_corpus
 
     for entry in entries:
         for dataset in entry["dataset"]:
             if dataset not in REGISTRY and not is_user_corpus(data_dir, dataset):
-                try:
-                    get_corpus(dataset, data_dir)
-                except BenchError as exc:
-                    raise BenchError(f"[[pretrained]] {entry['name']}: {exc}") from None
+                raise BenchError(f"[[pretrained]] {entry['name']}: {unknown_corpus(dataset, data_dir)}")
 
 
 def score_pretrained(run: PretrainedRun) -> None:

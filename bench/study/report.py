@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import shutil
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.ownership import claim_report_folder, record_report_owner
 from bench.study import analysis, compressor_rows, convergence, figures
+from bench.study.config import is_matrix_name
 from bench.study.document import Document
 from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
@@ -33,9 +33,6 @@ from bench.study.report_appendix import definitions_section, provenance_section
 from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
                                        power_line, pretrained_rows)
 from bench.study.runs_table import check_row, read_runs_table
-
-MATRIX_NAME = re.compile(r"[\w-]+")
-
 
 @dataclass
 class Study:
@@ -77,7 +74,7 @@ def load_study(results_dir: Path) -> Study:
                          f"runs; pretrained models are shown beside them); run `bench run-matrix` first")
     done["seed"] = done["seed"].astype(int)  # a float column when pretrained rows (no seed) share the table
     name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
-    if not MATRIX_NAME.fullmatch(name):  # it names the default report folder: never a path
+    if not is_matrix_name(name):  # it names the default report folder: never a path
         raise BenchError(f"{results_dir / 'runs.csv'}: matrix name {name!r} is not a matrix name (letters, digits, '-' "
                          f"and '_'); run `bench run-matrix CONFIG` again to rewrite runs.csv")
     runs = {run_dir: checked[run_dir] for run_dir in done["run_dir"]}

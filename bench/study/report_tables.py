@@ -100,7 +100,7 @@ def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, RunData]) -
             comparisons.append(comparison)
             rows.append({**context, "A": a, "B": b, "seeds": f"{len(values[0])} / {len(values[1])}",
                          "A - B bits/byte": round(comparison.difference, 4),
-                         "95% interval": _interval(comparison), "interval over": comparison.interval or "-",
+                         "95% interval": interval_text(comparison), "interval over": comparison.interval or "-",
                          "p": comparison.p_value, "p (Holm)": None,
                          "test": comparison.test or "none: one seed on a side"})
     for row, p in zip(rows, holm([c.p_value for c in comparisons])):
@@ -124,7 +124,8 @@ def power_line(done: pd.DataFrame, axes: list[str], effect: float = 0.01) -> str
             + (f"**{needed} seeds per tokenization**." if needed else "more than 1,000 seeds per tokenization."))
 
 
-def _interval(comparison: Comparison) -> str:
+def interval_text(comparison: Comparison) -> str:
+    """A comparison's 95% interval as the tables show it, '-' where there is none."""
     if comparison.low is None:
         return "-"
     return f"[{comparison.low:.4f}, {comparison.high:.4f}]"
