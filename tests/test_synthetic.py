@@ -58,3 +58,30 @@ def test_it_is_fetched_through_the_zip_cut_at_the_reference_offsets_and_read_as_
     starts, kind = document_starts(open_split(spec.name, "test", tmp_path / "data").read_text())
     test = open_split(spec.name, "test", tmp_path / "data").read_text()
     assert kind == "page" and len(starts) == test.count("<page>") >= 3
+
+
+def test_a_wikitext103_stand_in_has_its_layout_a_growing_vocabulary_and_takes_the_real_fetch_path(source, tmp_path):
+    from bench.data.synthetic_wikitext103 import made_up_word, write_wikitext103_like
+
+    archive = write_wikitext103_like(source, SIZE, tmp_path / "m", seed=0)
+    assert archive.name == "wikitext-103-v1.zip"
+    members = {name: zipfile.ZipFile(archive).read(name).decode("utf-8") for name in zipfile.ZipFile(archive).namelist()}
+    assert sorted(members) == [f"wikitext-103/wiki.{s}.tokens" for s in ("test", "train", "valid")]
+    train = members["wikitext-103/wiki.train.tokens"]
+    assert SIZE <= len(train.encode("utf-8")) < SIZE + 100_000  # whole articles, the last one finished
+    assert train.startswith(" \n = ") and train.endswith(" \n") and " = = " in train and " @-@ " in train
+    words, source_words = set(train.split()), set(source.split())
+    made_up = words - source_words
+    assert len(made_up) > 3_000 and made_up_word(0) in made_up  # the vocabulary WikiText-2 alone does not have
+    assert len({made_up_word(rank) for rank in range(300_000)}) == 300_000  # the pool's words are all different
+    again = zipfile.ZipFile(write_wikitext103_like(source, SIZE, tmp_path / "a", seed=0)).read(
+        "wikitext-103/wiki.train.tokens")
+    assert again == train.encode("utf-8")
+    records = fetch("wikitext-103", data_dir=tmp_path / "data", mirror=archive.parent, allow_unverified=True)
+    assert not any(r.verified for r in records.values())
+    for split in ("train", "valid", "test"):
+        assert open_split("wikitext-103", split, tmp_path / "data").read_text() == members[
+            f"wikitext-103/wiki.{split}.tokens"]
+    test = members["wikitext-103/wiki.test.tokens"]
+    starts, kind = document_starts(test)
+    assert kind == "article" and len(starts) == test.count("\n = ") - test.count("\n = = ") >= 3

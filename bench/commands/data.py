@@ -109,10 +109,11 @@ def data_add(
 
 @app.command("synthesize")
 def data_synthesize(
-    corpus: str = typer.Argument(..., help="The corpus to stand in for: enwik8."),
-    size: int = typer.Option(100_000_000, "--bytes", help="Bytes of the file (enwik8: 100,000,000)."),
-    out: Path = typer.Option(..., "--out", help="Folder for enwik8.zip: give it to bench data fetch enwik8 --mirror "
-                             "DIR --allow-unverified."),
+    corpus: str = typer.Argument(..., help="The corpus to stand in for: enwik8 or wikitext-103."),
+    size: Optional[int] = typer.Option(None, "--bytes", help="enwik8: bytes of the file (default 100,000,000); "
+                                       "wikitext-103: about the bytes of the train file (default 540,000,000)."),
+    out: Path = typer.Option(..., "--out", help="Folder for the archive (enwik8.zip or wikitext-103-v1.zip): give "
+                             "it to bench data fetch CORPUS --mirror DIR --allow-unverified."),
     source: List[Path] = typer.Option([], "--source", help="WikiText files to draw articles from. Repeatable. "
                                       "Default: the mirror's wikitext-2 files ($BENCH_DATA_MIRROR)."),
     seed: int = typer.Option(0, "--seed", help="The same seed gives the same bytes."),
@@ -121,20 +122,26 @@ def data_synthesize(
     benchmarks only: it fails the official checksum, so everything computed from it says verified: false."""
     from bench.data.paths import resolve_mirror
     from bench.data.synthetic import wikitext_source, write_enwik8_like
+    from bench.data.synthetic_wikitext103 import write_wikitext103_like
     from bench.fileio import require_folder, sha256_file
 
-    if corpus != "enwik8":
-        raise BenchError(f"no synthetic stand-in for {corpus!r}; there is one for enwik8")
+    writers = {"enwik8": ("enwik8.zip", 100_000_000, write_enwik8_like, "enwik8-like text"),
+               "wikitext-103": ("wikitext-103-v1.zip", 540_000_000, write_wikitext103_like,
+                                "WikiText-103-like train text")}
+    if corpus not in writers:
+        raise BenchError(f"no synthetic stand-in for {corpus!r}; there is one for enwik8 and wikitext-103")
+    archive, default_size, write, what = writers[corpus]
+    size = default_size if size is None else size
     if not 1 <= size <= 10**10:
         raise BenchError(f"--bytes must be from 1 to 10,000,000,000, not {size:,}")
     if not source:
         mirror = resolve_mirror(None)
         source = sorted((mirror / "wikitext-2").glob("*.tokens")) if mirror else []
     folder = require_folder(out, "--out")
-    if (folder / "enwik8.zip").exists():
-        raise BenchError(f"{folder / 'enwik8.zip'} exists; choose another --out folder")
-    path = write_enwik8_like(wikitext_source(source), size, folder, seed)
-    print(f"wrote {path}: {size:,} bytes of enwik8-like text (seed {seed}), archive sha256 {sha256_file(path)}")
+    if (folder / archive).exists():
+        raise BenchError(f"{folder / archive} exists; choose another --out folder")
+    path = write(wikitext_source(source), size, folder, seed)
+    print(f"wrote {path}: {size:,} bytes of {what} (seed {seed}), archive sha256 {sha256_file(path)}")
 
 
 def baselines_command(
