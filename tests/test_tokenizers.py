@@ -228,3 +228,31 @@ def test_words_are_counted_a_chunk_at_a_time_as_str_split_counts_them(corpus_tex
 
     for text in [corpus_text[:3000], *adversarial_texts, "a\u2028b\x1cc\x85d  e\u3000f", "  ", "word"]:
         assert count_words(text, chunk) == len(text.split()), repr(text[:40])
+
+
+def test_line_blocks_end_after_a_line_break_and_join_back_exactly(corpus_text, adversarial_texts):
+    from tokenizers_study.text import line_blocks
+
+    for text in [corpus_text[:5000], *adversarial_texts, "", "\n", "no break", "a\n\n\nb\n"]:
+        for size in (1, 2, 7, 1 << 20):
+            blocks = list(line_blocks(text, size))
+            assert "".join(blocks) == text
+            assert all(b.endswith("\n") for b in blocks[:-1]) and all(blocks)
+            assert all(len(b) <= size or "\n" not in b[size - 1:-1] for b in blocks)  # cut at the first break
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_encoding_and_decoding_a_block_at_a_time_change_nothing(trained, corpus_text, adversarial_texts, scheme,
+                                                                 monkeypatch):
+    import tokenizers_study.base as base
+    import tokenizers_study.text as text_module
+
+    tok = trained[scheme]
+    texts = [corpus_text[:20_000], *adversarial_texts]
+    whole = [tok.encode(t) for t in texts]
+    decoded = [tok.decode(ids) for ids in whole]
+    monkeypatch.setattr(text_module, "LINE_BLOCK", 5)
+    monkeypatch.setattr(base, "DECODE_BLOCK", 3)
+    for text, ids, back in zip(texts, whole, decoded):
+        assert np.array_equal(tok.encode(text), ids)
+        assert tok.decode(ids) == back

@@ -19,6 +19,7 @@ import numpy as np
 
 from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
+from tokenizers_study.text import line_blocks
 
 
 def byte_symbols() -> list[str]:
@@ -37,9 +38,6 @@ def byte_symbols() -> list[str]:
             symbols.append(chr(256 + moved))
             moved += 1
     return symbols
-
-
-ENCODE_BATCH = 20_000  # lines encoded at once
 
 
 def split_lines(text: str) -> list[str]:
@@ -82,8 +80,7 @@ class BPETokenizer(Tokenizer):
             show_progress=False,
         )
         clean = cls.escape_pattern.sub("", text)
-        lines = split_lines(clean)
-        hf.train_from_iterator(lines, trainer=trainer, length=len(lines))
+        hf.train_from_iterator((line for block in line_blocks(clean) for line in split_lines(block)), trainer=trainer)
         reached = hf.get_vocab_size(with_added_tokens=True)
         if reached < spec.size:  # the text ran out of pairs to merge: a smaller vocabulary than its name says
             raise TokenizerError(f"{spec.name}: this train split supports only {reached:,} tokens (no pair is "
@@ -126,12 +123,11 @@ class BPETokenizer(Tokenizer):
         return table
 
     def _encode(self, text: str) -> np.ndarray:
-        """Lines a batch at a time, ids only: the library's encodings of a whole split (tokens, offsets, masks for
-        every line) held about 30 bytes per byte of text at once."""
-        lines = split_lines(text)
+        """The lines of about a MB of text at a time, ids only: the library's encodings (tokens, offsets, masks)
+        hold about 30 bytes per byte of text, so a split encoded at once, or 20,000 long lines, held GBs."""
         pieces = [np.zeros(0, dtype=np.int32)]
-        for start in range(0, len(lines), ENCODE_BATCH):
-            encodings = self.hf.encode_batch_fast(lines[start:start + ENCODE_BATCH], add_special_tokens=False)
+        for block in line_blocks(text):
+            encodings = self.hf.encode_batch_fast(split_lines(block), add_special_tokens=False)
             pieces.append(np.fromiter((i for e in encodings for i in e.ids), dtype=np.int32))
         return np.concatenate(pieces)
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
+from tokenizers_study.text import line_blocks
 
 _SPACE_MARK = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
@@ -126,14 +127,17 @@ class _SentencePieceTokenizer(Tokenizer):
         return table
 
     def _encode(self, text: str) -> np.ndarray:
-        lines = text.split("\n")
-        newline = np.array([self.byte_id(10)], dtype=np.int32)
-        encoded = self.sp.encode(lines)
-        pieces = []
-        for k, ids in enumerate(encoded):
-            if k:
-                pieces.append(newline)
-            pieces.append(np.asarray(ids, dtype=np.int32))
+        """The lines of about a MB of text at a time (the library's lists of ints for a whole split held GBs), a
+        newline's byte piece between lines; every block ends after a newline, so the blocks' ids join exactly."""
+        newline = self.byte_id(10)
+        pieces = [np.zeros(0, dtype=np.int32)]
+        for block in line_blocks(text):
+            ids: list[int] = []
+            for k, line_ids in enumerate(self.sp.encode(block.split("\n"))):
+                if k:
+                    ids.append(newline)
+                ids.extend(line_ids)
+            pieces.append(np.array(ids, dtype=np.int32))
         return np.concatenate(pieces)
 
     def decode(self, ids) -> str:

@@ -9,6 +9,7 @@ can give a file back byte for byte.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -49,6 +50,21 @@ def count_words(text: str, chunk: int = 1 << 20) -> int:
         words += len(text[start:end].split())
         start = end
     return words
+
+
+LINE_BLOCK = 1 << 20  # characters
+
+
+def line_blocks(text: str, size: int | None = None) -> Iterator[str]:
+    """``text`` in consecutive pieces of about ``size`` characters (default :data:`LINE_BLOCK`), each ending after a
+    line break (or at the end): a library that encodes lines sees the same lines, without a list of every line of
+    a large split at once."""
+    size = size or LINE_BLOCK
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + size - 1) + 1 or len(text)
+        yield text[start:end]
+        start = end
 
 
 def char_byte_offsets(text: str) -> np.ndarray:
