@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tokenizers_study import TokenizerError, load_tokenizer, parse_scheme, train_tokenizer
+from tokenizers_study import TokenizerError, load_tokenizer, parse_scheme, tokenizer_from_bytes, train_tokenizer
 from tokenizers_study.bpe import byte_symbols
 from tokenizers_study.text import read_text_exact, text_bytes
 
@@ -256,3 +256,20 @@ def test_encoding_and_decoding_a_block_at_a_time_change_nothing(trained, corpus_
     for text, ids, back in zip(texts, whole, decoded):
         assert np.array_equal(tok.encode(text), ids)
         assert tok.decode(ids) == back
+
+
+@pytest.mark.parametrize("scheme", ["sp-unigram:300", "sp-bpe:300"])
+def test_sentencepiece_samples_a_long_train_split_and_says_so_in_its_identity(trained, corpus_text, scheme,
+                                                                               monkeypatch):
+    import tokenizers_study.sentencepiece_schemes as sp
+
+    assert "sentence_sample" not in trained[scheme].state()  # a split under the limit is used whole
+    monkeypatch.setattr(sp, "SAMPLE_CHARS", len(corpus_text) // 3)
+    sampled = train_tokenizer(scheme, corpus_text)
+    lines = [line for line in corpus_text.split("\n") if line]
+    assert sampled.sample["every_kth_line"] == 4 and sampled.sample["of_lines"] == len(lines)
+    assert sampled.sample["lines"] == len(lines[::4]) and sampled.sample["chars"] == sum(map(len, lines[::4]))
+    assert sampled.hash != trained[scheme].hash
+    again = tokenizer_from_bytes(sampled.to_bytes())
+    assert again.sample == sampled.sample and again.hash == sampled.hash
+    assert sampled.decode(sampled.encode(corpus_text)) == corpus_text

@@ -2,9 +2,16 @@
 
 Trained with settings that make the model lossless and deterministic:
 identity normalization (no NFKC), no dummy prefix, no whitespace collapsing,
-byte fallback for characters outside the learned pieces, one thread, no input
-sampling. N is sentencepiece's vocabulary size, which counts ``<unk>``,
-``<bos>`` and the 256 byte pieces.
+byte fallback for characters outside the learned pieces, one thread. N is
+sentencepiece's vocabulary size, which counts ``<unk>``, ``<bos>`` and the 256
+byte pieces.
+
+sentencepiece holds its whole input several times over (about 30 bytes per
+character), so a train split of more than :data:`SAMPLE_CHARS` characters is
+sampled: every k-th line, k = ceil(characters / SAMPLE_CHARS), with no random
+draw. The sample is part of the tokenizer's identity: its state (and so its
+hash) records k and the lines used. enwik8 (90 MB of train) and WikiText-2 are
+used whole; WikiText-103 (540 MB) is every 6th line.
 
 sentencepiece trains on sentences, here the lines of the train split, so it
 never sees a newline; a newline is encoded as its byte piece between lines.
@@ -29,6 +36,7 @@ from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
 from tokenizers_study.text import line_blocks
 
+SAMPLE_CHARS = 100_000_000  # a train split of more characters is sampled (see the module's docstring)
 _SPACE_MARK = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
 
@@ -40,11 +48,12 @@ class _SentencePieceTokenizer(Tokenizer):
     min_size_why = "256 byte pieces, <unk>, <bos> and some learned pieces"
     escape_pattern = re.compile(r"[\udc80-\udcff\u2581]+")
 
-    def __init__(self, spec: SchemeSpec, model_proto: bytes):
+    def __init__(self, spec: SchemeSpec, model_proto: bytes, sample: dict | None = None):
         super().__init__(spec)
         import sentencepiece as spm
 
         self.model_proto = model_proto
+        self.sample = sample  # how the train split was sampled (None: used whole)
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
 
     @classmethod
@@ -53,7 +62,17 @@ class _SentencePieceTokenizer(Tokenizer):
 
         import sentencepiece as spm
 
-        lines = [line for line in cls.escape_pattern.sub("", text).split("\n") if line]
+        clean = cls.escape_pattern.sub("", text)
+        every = max(1, -(-len(clean) // SAMPLE_CHARS))  # k: 1 keeps every line
+        lines, seen = [], 0
+        for block in line_blocks(clean):
+            for line in block.split("\n"):
+                if line and seen % every == 0:
+                    lines.append(line)
+                seen += bool(line)
+        sample = None if every == 1 else {"every_kth_line": every, "lines": len(lines), "of_lines": seen,
+                                          "chars": sum(map(len, lines)), "rule": f"lines 0, k, 2k, ... of the "
+                                          f"non-empty lines; k = ceil(characters / {SAMPLE_CHARS:,})"}
         longest = max((len(line.encode("utf-8")) for line in lines), default=1)
         model = io.BytesIO()
         try:
@@ -88,14 +107,15 @@ class _SentencePieceTokenizer(Tokenizer):
                                      f"and the special pieces do not fit in {spec.size}; raise N") from None
             raise TokenizerError(f"sentencepiece could not train {spec.name}: {exc}".splitlines()[0]
                                  + "; try a smaller N or a larger train split") from None
-        return cls(spec, model.getvalue())
+        return cls(spec, model.getvalue(), sample)
 
     def state(self) -> dict:
-        return {"model_proto_base64": base64.b64encode(self.model_proto).decode("ascii")}
+        state = {"model_proto_base64": base64.b64encode(self.model_proto).decode("ascii")}
+        return state if self.sample is None else {**state, "sentence_sample": self.sample}
 
     @classmethod
     def from_state(cls, spec: SchemeSpec, state: dict) -> "_SentencePieceTokenizer":
-        return cls(spec, base64.b64decode(state["model_proto_base64"]))
+        return cls(spec, base64.b64decode(state["model_proto_base64"]), state.get("sentence_sample"))
 
     @property
     def vocab_size(self) -> int:

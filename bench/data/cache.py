@@ -71,6 +71,10 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
             _log(f"{path} is not a readable tokenizer ({exc}); training it again")
     _log(f"training {spec.name} on {corpus} train ({train.size / 1e6:.1f} MB)")
     tokenizer = train_tokenizer(spec, train.read_text())
+    sample = getattr(tokenizer, "sample", None)
+    if sample:
+        _log(f"{spec.name} was trained on every {sample['every_kth_line']}th line of train ({sample['lines']:,} of "
+             f"{sample['of_lines']:,} lines, {sample['chars']:,} characters), as its state records")
     write_bytes_atomic(path, tokenizer.to_bytes())
     return tokenizer
 
