@@ -89,3 +89,17 @@ def normalize_counts(total_nll_nats: float, n_tokens: int, n_bytes: int, n_chars
         "word_perplexity_eos": exp(per(n_words + n_lines)),
         "tokens_per_byte": n_tokens / n_bytes if n_bytes else math.nan,
     }
+
+
+BITS_PER_BYTE_CORPORA = ("enwik8",)  # where the field's "bits per character" (bpc) is per byte
+
+
+def field_convention(corpus: str, metrics: dict[str, dict]) -> str | None:
+    """What to compare with published numbers on ``corpus``, for splits' metrics (JSON form); None where the field's
+    units are this module's. enwik8 is read as bytes in the literature (Mahoney's benchmark; SHA-RNN's 1.068 "bpc"
+    on test), so its published bpc is ``bits_per_byte`` here; ``bits_per_char`` counts Unicode characters."""
+    if corpus not in BITS_PER_BYTE_CORPORA:
+        return None
+    ratios = ", ".join(f"{split} {m['n_bytes'] / m['n_chars']:.4f}" for split, m in metrics.items() if m["n_chars"])
+    return (f"{corpus}: published 'bpc' (bits per character) on {corpus} counts bytes: compare bits_per_byte with it; "
+            f"bits_per_char here counts Unicode characters (bytes per character: {ratios})")

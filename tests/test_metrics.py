@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from bench.metrics import LN2, normalize
+from bench.metrics import LN2, normalize, normalize_counts
 from tokenizers_study.text import text_counts
 
 TEXTS = ["plain ascii text\n", "héllo wörld — ünïcödé\n", "中文 日本語 😀\n\nline two", "x"]
@@ -83,3 +83,18 @@ def test_wikitext2_test_counts_match_the_published_conventions(mirror):
     assert counts == {"n_bytes": 1_256_449, "n_chars": 1_255_018, "n_words": 241_211, "n_lines": 4_358}
     # WikiText-2's published test token count, one <eos> per line.
     assert counts["n_words"] + counts["n_lines"] == 245_569
+
+
+def test_enwik8s_published_bpc_is_named_as_bits_per_byte_with_the_bytes_per_character(capsys):
+    from bench.commands.common import print_metrics
+    from bench.metrics import field_convention
+
+    metrics = {"test": normalize_counts(1e6, 5_000_000, n_bytes=5_000_000, n_chars=4_979_247, n_words=700_000,
+                                        n_lines=90_000)}
+    note = field_convention("enwik8", metrics)
+    assert "compare bits_per_byte with it" in note and "test 1.0042" in note
+    assert field_convention("wikitext-103", metrics) is None
+    print_metrics("enwik8", metrics)
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"NOTE: {note}"
+    print_metrics("wikitext-2", metrics)
+    assert "NOTE" not in capsys.readouterr().out

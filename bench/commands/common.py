@@ -97,6 +97,16 @@ def metrics_table(metrics: dict[str, dict]) -> str:
     return text_table(rows, columns)
 
 
+def print_metrics(corpus: str, metrics: dict[str, dict]) -> None:
+    """The splits' metrics as a table and, on a corpus whose published bpc is per byte, which column that is."""
+    from bench.metrics import field_convention
+
+    print(metrics_table(metrics))
+    convention = field_convention(corpus, metrics)
+    if convention:
+        print(f"NOTE: {convention}")
+
+
 def print_comparability(comparable: bool, notes: list[str]) -> None:
     for note in notes:
         print(f"{'NOTE' if comparable else 'NOT COMPARABLE'}: {note}")

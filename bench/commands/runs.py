@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, echo_err,
-                                   metrics_table, parse_pairs, print_comparability, sizing_dataset_option,
+                                   parse_pairs, print_comparability, print_metrics, sizing_dataset_option,
                                    sizing_tokenizer_option, vocab_size_option)
 from bench.errors import BenchError
 from bench.fileio import json_text, require_folder
@@ -57,7 +57,7 @@ def train_command(
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {result.data.corpus} / "
           f"{result.tokenizer.scheme}: {training.steps} steps, {training.chars:,.0f} training characters, "
           f"{training.chars_per_second:,.0f} char/s on {result.provenance.device['type']}")
-    print(metrics_table({split: asdict(m) for split, m in result.metrics.items()}))
+    print_metrics(result.data.corpus, {split: asdict(m) for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     print(f"result: {Path(result.spec.out_dir) / RESULT}")
 
@@ -125,7 +125,7 @@ def eval_command(
         return
     print(f"{report.model} / {report.tokenizer} on {report.corpus} {split}; layout {report.layout}; "
           f"data verified: {report.verified}")
-    print(metrics_table({split: asdict(report.metrics)}))
+    print_metrics(report.corpus, {split: asdict(report.metrics)})
     print_comparability(report.comparable, report.comparability_notes)
     if marginal_report is not None:
         m = marginal_report
@@ -289,7 +289,7 @@ def eval_hf_command(
         return
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {dataset} {split}; "
           f"windows {result.evaluation.layout}")
-    print(metrics_table({split: asdict(m) for split, m in result.metrics.items()}))
+    print_metrics(dataset, {split: asdict(m) for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     if result.evaluation.other_conventions:
         other = result.evaluation.other_conventions

@@ -21,6 +21,7 @@ from bench.engine.result import RunResult, RunStatus
 from bench.engine.run import RESULT
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
+from bench.metrics import BITS_PER_BYTE_CORPORA
 from bench.ownership import claim_report_folder, record_report_owner
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.config import is_matrix_name
@@ -351,6 +352,9 @@ def _summary(doc: Document, study: Study) -> None:
     doc.para("Every number is computed from one total negative log-likelihood over the whole test split (the first "
              "token predicted too) and normalized by the text: bits per byte, bits per character and word "
              "perplexity compare across tokenizations; per-token perplexity does not.")
+    for corpus in sorted(set(done["dataset"]) & set(BITS_PER_BYTE_CORPORA)):
+        doc.para(f"On {corpus}, published 'bpc' (SHA-RNN's 1.068 on test) counts bytes: compare bits/byte with it; "
+                 f"bits/char counts Unicode characters.")
 
 
 def _attack_sentence(done: pd.DataFrame) -> str:
