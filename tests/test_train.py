@@ -56,6 +56,8 @@ def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
         assert m["n_bytes"] == len(text.encode()) == m["n_tokens"]  # byte scheme: every byte scored
     assert result.model.params_total > result.model.params_non_embedding > 0
     assert result.training.steps == 12 and result.training.chars_per_second > 0
+    # startup: planning, the cached data and the model, before the first step; training and evaluation come after
+    assert 0 < saved["training"]["startup_seconds"] < result.provenance.wall_seconds - result.training.seconds
     assert result.evaluation.layout == {"streams": 4, "chunk": 32, "window": None, "precision": "float32"}
     assert result.data.splits["test"].sha256 and result.data.verified is False
     assert result.provenance.git["commit"] and result.provenance.device["type"] == "cpu"

@@ -56,7 +56,8 @@ def train_command(
     training = result.training
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {result.data.corpus} / "
           f"{result.tokenizer.scheme}: {training.steps} steps, {training.chars:,.0f} training characters, "
-          f"{training.chars_per_second:,.0f} char/s on {result.provenance.device['type']}")
+          f"{training.chars_per_second:,.0f} char/s on {result.provenance.device['type']}"
+          + (f"; first step {training.startup_seconds:.1f} s after the start" if training.startup_seconds else ""))
     print_metrics(result.data.corpus, {split: asdict(m) for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     print(f"result: {Path(result.spec.out_dir) / RESULT}")

@@ -105,6 +105,7 @@ class TrainingSummary:
     best_step: Optional[int]
     best_valid_bits_per_char_during_training: Optional[float]
     flops: Optional[float] = None  # training FLOPs: the model's per token, forward and backward, times tokens
+    startup_seconds: Optional[float] = None  # from the command's start to its first training step (this attempt)
 
 
 @dataclass

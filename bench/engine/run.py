@@ -75,6 +75,7 @@ def plan_run(spec: RunSpec) -> RunConfig:
 def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
     """Train (or resume, or return the finished result of) the run a spec describes, in this process or, under
     ``torchrun``, in all of them. A run that fails before its first checkpoint leaves no folder behind."""
+    started = time.perf_counter()
     spec = validate_spec(spec)  # by every process before they connect: a bad setting fails each alike, at once
     ranks = Ranks.from_env()
     ranks.start()
@@ -83,7 +84,7 @@ def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
     out = Path(config.spec.out_dir)
     created = not out.exists()
     try:
-        return execute(config, show_progress=show_progress)
+        return execute(config, show_progress=show_progress, started=started)
     except BaseException:
         if ranks.is_main and created and out.is_dir() and not (out / CHECKPOINT).exists():
             shutil.rmtree(out, ignore_errors=True)
@@ -91,12 +92,13 @@ def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
 
 
 def execute(config: RunConfig, console: TextIO | None = None, show_progress: bool = True,
-            locked: bool = False) -> RunResult:
-    """Train, evaluate and record one resolved run; ``console`` receives its messages (default stderr).
+            locked: bool = False, started: float | None = None) -> RunResult:
+    """Train, evaluate and record one resolved run; ``console`` receives its messages (default stderr);
+    ``started``: when the work began (``time.perf_counter``), if before this call (the run's planning).
 
     Nothing is written into a folder that holds another run, and one process at a time trains a run: the
     run's lock is taken here unless the caller holds it (``locked``)."""
-    wall_start = time.perf_counter()
+    wall_start = time.perf_counter() if started is None else started
     if config.train.threads:
         use_threads(config.train.threads)
     Ranks.from_env().start()
@@ -107,7 +109,7 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
         return previous
     claim_run_folder(out, config.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
     initial = initial_weights(config)
-    trainer = Trainer(config, corpus, out, console, show_progress)
+    trainer = Trainer(config, corpus, out, console, show_progress, started=wall_start)
     main = trainer.ranks.is_main
     with nullcontext() if locked or not main else RunLock(out):
         if main:
@@ -191,7 +193,8 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
             steps=p.step, epochs=p.epoch + p.pos / (trainer.rows.shape[1] - 1), tokens=p.tokens, chars=chars,
             seconds=p.seconds, chars_per_second=chars / max(p.seconds, 1e-9),
             tokens_per_second=p.tokens / max(p.seconds, 1e-9), best_step=p.best_step,
-            best_valid_bits_per_char_during_training=p.best_valid_bpc, flops=p.tokens * trainer.flops_per_token),
+            best_valid_bits_per_char_during_training=p.best_valid_bpc, flops=p.tokens * trainer.flops_per_token,
+            startup_seconds=trainer.startup_seconds),
         evaluation=EvaluationSummary(evaluated, layout.to_json(), "whole split, first token predicted from <bos>"),
         metrics=metrics, comparable=comparable, comparability_notes=notes,
         provenance=Provenance(git_commit(), library_versions(), describe(trainer.device), machine(),

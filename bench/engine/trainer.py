@@ -59,8 +59,10 @@ class TrainingDiverged(BenchError):
 
 class Trainer:
     def __init__(self, config: RunConfig, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
-                 show_progress: bool = True, ranks: Ranks | None = None):
+                 show_progress: bool = True, ranks: Ranks | None = None, started: float | None = None):
         self.config = config
+        self.started = time.perf_counter() if started is None else started  # when the command's work began
+        self.startup_seconds: float | None = None  # from then to the first training step of this attempt
         self.cfg = config.train
         self.budget = config.budget
         self.corpus = corpus
@@ -303,6 +305,8 @@ class Trainer:
         with SignalGuard() as guard:
             while self.budget.fraction_used(self.usage()) < 1.0:
                 start = time.perf_counter()
+                if self.startup_seconds is None:
+                    self.startup_seconds = start - self.started
                 loss = self.train_step()
                 p.seconds += time.perf_counter() - start
                 window_loss += loss
