@@ -246,16 +246,22 @@ def test_encoding_and_decoding_a_block_at_a_time_change_nothing(trained, corpus_
                                                                  monkeypatch):
     import tokenizers_study.base as base
     import tokenizers_study.text as text_module
+    import tokenizers_study.words as words
 
     tok = trained[scheme]
     texts = [corpus_text[:20_000], *adversarial_texts]
     whole = [tok.encode(t) for t in texts]
     decoded = [tok.decode(ids) for ids in whole]
+    lengths = [tok.byte_lengths(ids) for ids in whole]
     monkeypatch.setattr(text_module, "LINE_BLOCK", 5)
     monkeypatch.setattr(base, "DECODE_BLOCK", 3)
-    for text, ids, back in zip(texts, whole, decoded):
+    monkeypatch.setattr(words, "ID_BLOCK", 3)
+    for text, ids, back, length in zip(texts, whole, decoded, lengths):
         assert np.array_equal(tok.encode(text), ids)
         assert tok.decode(ids) == back
+        assert np.array_equal(tok.byte_lengths(ids), length)
+    if not scheme.startswith("sp-"):  # sentencepiece's lines are its own; the others count and merge a block at a time
+        assert train_tokenizer(scheme, corpus_text).hash == tok.hash
 
 
 @pytest.mark.parametrize("scheme", ["sp-unigram:300", "sp-bpe:300"])

@@ -233,14 +233,14 @@ class Tokenizer(ABC):
     def table_text(self, ids: Sequence[int] | np.ndarray) -> str:
         """The tokens' bytes from the id -> bytes table (``_id_bytes``), joined and decoded: gathered with numpy a
         block of tokens at a time into one byte buffer (a Python list of the ids of a 500 MB split held 4 GB)."""
-        ids = np.asarray(ids, dtype=np.int64)
+        ids = np.asarray(ids)
         flat, starts = self._id_bytes_flat
-        lengths = self._id_byte_lengths()
-        out = np.empty(int(lengths[ids].sum(dtype=np.int64)), dtype=np.uint8)
+        lengths = self._id_byte_lengths().astype(np.int64)
+        blocks = [ids[first:first + DECODE_BLOCK] for first in range(0, len(ids), DECODE_BLOCK)]
+        out = np.empty(sum(int(lengths[block].sum()) for block in blocks), dtype=np.uint8)
         filled = 0
-        for first in range(0, len(ids), DECODE_BLOCK):
-            block = ids[first:first + DECODE_BLOCK]
-            sizes = lengths[block].astype(np.int64)
+        for block in blocks:
+            sizes = lengths[block]
             ends = np.cumsum(sizes)
             # byte j of a token comes from its entry in the flat table: its start there, minus where it begins here
             source = np.repeat(starts[block] - (ends - sizes), sizes) + np.arange(int(ends[-1]) if len(ends) else 0)

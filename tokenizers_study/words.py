@@ -25,10 +25,11 @@ import re
 import sys
 from collections import Counter
 from functools import cached_property
-from typing import ClassVar
+from typing import ClassVar, Iterator
 
 import numpy as np
 
+import tokenizers_study.text as text_module
 from tokenizers_study.base import BOS, LossReport, SchemeSpec, Tokenizer
 from tokenizers_study.text import decode_bytes, text_bytes
 
@@ -36,6 +37,30 @@ UNK = "<unk>"
 OOV = "<oov>"
 _SPLIT = re.compile(r"(\s+)")
 _MAX_WHITESPACE_RUNS = 64
+ID_BLOCK = 1 << 20  # ids walked at once by decode and byte_lengths (a list of a whole split's ids holds GBs)
+
+
+def word_blocks(text: str) -> Iterator[str]:
+    """``text`` in consecutive pieces of about :data:`~tokenizers_study.text.LINE_BLOCK` characters, cut only just
+    before the whitespace run that holds a line break: the run stays whole and is never a single space between two
+    words, so the pieces' words, runs and tokens are those of the whole text (a list of every word of a 500 MB split
+    held GBs)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + text_module.LINE_BLOCK - 1)
+        while end > start and text[end - 1].isspace():  # back to where the run begins
+            end -= 1
+        if end <= start:  # no line break ahead (or only whitespace before it): the rest in one piece
+            end = len(text)
+        yield text[start:end]
+        start = end
+
+
+def id_blocks(ids) -> Iterator[list[int]]:
+    """The ids as Python ints, :data:`ID_BLOCK` at a time."""
+    ids = np.asarray(ids)
+    for first in range(0, len(ids), ID_BLOCK):
+        yield ids[first:first + ID_BLOCK].tolist()
 
 
 def whitespace_characters() -> list[str]:
@@ -71,9 +96,11 @@ class _WordTokenizer(Tokenizer):
 
     @classmethod
     def _train(cls, spec: SchemeSpec, text: str) -> "_WordTokenizer":
-        counts = Counter(text.split())
+        counts, runs = Counter(), Counter()
+        for block in word_blocks(text):
+            counts.update(block.split())
+            runs.update(r for r in _SPLIT.findall(block) if len(r) > 1)
         words = [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[: spec.size]]
-        runs = Counter(r for r in _SPLIT.findall(text) if len(r) > 1)
         frequent = [r for r, n in sorted(runs.items(), key=lambda kv: (-kv[1], kv[0])) if n >= 2]
         whitespace = whitespace_characters() + frequent[:_MAX_WHITESPACE_RUNS]
         return cls(spec, words, whitespace)
@@ -110,7 +137,11 @@ class _WordTokenizer(Tokenizer):
     def _encode_unknown(self, word: str, out: list[int]) -> None:
         raise NotImplementedError
 
-    def _encode(self, text: str) -> list[int]:
+    def _encode(self, text: str) -> np.ndarray:
+        return np.concatenate([np.zeros(0, dtype=np.int32)]
+                              + [np.array(self._encode_block(block), dtype=np.int32) for block in word_blocks(text)])
+
+    def _encode_block(self, text: str) -> list[int]:
         parts = _SPLIT.split(text)  # word, run, word, run, ..., word (edge words may be "")
         out: list[int] = []
         word_ids = self.word_ids
@@ -136,7 +167,7 @@ class _WordTokenizer(Tokenizer):
         surface = self._surface
         after_word = False
         in_spelling = False
-        for k, i in enumerate(ids.tolist()):
+        for k, i in enumerate(i for block in id_blocks(ids) for i in block):
             if in_spelling and self.byte_base <= i < self.ws_base:
                 lengths[k] = 1
                 continue
@@ -176,7 +207,7 @@ class _WordTokenizer(Tokenizer):
         pending = bytearray()
         after_word = False
         in_spelling = False
-        for i in np.asarray(ids).tolist():
+        for i in (i for block in id_blocks(ids) for i in block):
             if in_spelling and self.byte_base <= i < self.ws_base:
                 pending.append(i - self.byte_base)
                 continue
@@ -228,18 +259,22 @@ class WordTokenizer(_WordTokenizer):
         """An <unk> covers the word it replaced, not the five characters of "<unk>"."""
         ids = np.asarray(ids, dtype=np.int64)
         lengths = self.char_lengths(ids)
-        replaced = [len(w) for w in text.split() if self.word_ids.get(w, 1) == 1]  # in order, one <unk> each
+        replaced = [len(w) for block in word_blocks(text) for w in block.split()  # in order, one <unk> each
+                    if self.word_ids.get(w, 1) == 1]
         lengths[ids == 1] += np.asarray(replaced, dtype=np.int64) - len(UNK)
         return lengths
 
     def loss_report(self, text: str, ids: np.ndarray | None = None) -> LossReport:
         """Whitespace is always kept; what is lost is every word outside the vocabulary."""
-        lost = [w for w in text.split() if w not in self.word_ids]
-        if not lost:
+        lost_words = lost_bytes = 0
+        for block in word_blocks(text):
+            lost = [w for w in block.split() if w not in self.word_ids]
+            lost_words += len(lost)
+            lost_bytes += sum(len(text_bytes(w)) for w in lost)
+        if not lost_words:
             return LossReport(True)
-        lost_bytes = sum(len(text_bytes(w)) for w in lost)
-        return LossReport(False, lost_words=len(lost), lost_bytes=lost_bytes,
-                          detail=f"{len(lost):,} words outside the vocabulary decode as <unk>")
+        return LossReport(False, lost_words=lost_words, lost_bytes=lost_bytes,
+                          detail=f"{lost_words:,} words outside the vocabulary decode as <unk>")
 
 
 class OpenWordTokenizer(_WordTokenizer):
