@@ -79,7 +79,7 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
     return tokenizer
 
 
-def _encoded_path(data_dir: Path, split: SplitData, tokenizer: Tokenizer) -> Path:
+def encoded_path(data_dir: Path, split: SplitData, tokenizer: Tokenizer) -> Path:
     """Keyed by the split's sha256, the tokenizer's hash and the code that encodes with it."""
     name = f"{split.split}.{split.sha256[:20]}.{tokenizer.hash[:20]}.{_trainer_fingerprint(tokenizer.spec.family)}.npy"
     return data_dir / "cache" / "encoded" / split.corpus / name
@@ -92,7 +92,7 @@ def id_dtype(vocab_size: int) -> np.dtype:
 def save_encoded(data_dir: str | Path | None, split: SplitData, tokenizer: Tokenizer, ids: np.ndarray) -> Path:
     """Cache a split's ids unless a readable copy is there already (a cache is never rewritten needlessly,
     so a finished cache works on a read-only data folder)."""
-    path = _encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    path = encoded_path(resolve_data_dir(data_dir), split, tokenizer)
     if _load_encoded(path, tokenizer) is None:
         _write_encoded(path, tokenizer, ids)
     return path
@@ -152,7 +152,7 @@ def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
 
 def encoded_split(tokenizer: Tokenizer, split: SplitData, data_dir: str | Path | None = None) -> np.ndarray:
     """Token ids of a split (memory-mapped, read-only), encoding and caching them on first use."""
-    path = _encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    path = encoded_path(resolve_data_dir(data_dir), split, tokenizer)
     ids = _load_encoded(path, tokenizer)
     if ids is None:
         _log(f"encoding {split.corpus} {split.split} with {tokenizer.spec.name}")

@@ -16,7 +16,6 @@ from typing import Optional
 
 from bench.data.cache import EncodedCorpus, encode_corpus
 from bench.errors import BenchError
-from tokenizers_study.text import text_counts
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,10 @@ class DataFacts:
         return cls(**data)
 
 
-def data_facts(encoded: EncodedCorpus) -> DataFacts:
+def data_facts(encoded: EncodedCorpus, data_dir: Path) -> DataFacts:
     """The facts of one corpus under one tokenization."""
+    from bench.data.measures import measure_split
+
     train_tokens = len(encoded.ids["train"])
     if train_tokens < 2:
         raise BenchError(f"{encoded.corpus} train split is too short to train on: {encoded.tokenizer.spec.name} "
@@ -62,14 +63,17 @@ def data_facts(encoded: EncodedCorpus) -> DataFacts:
                          f"that maps the text to <unk> is not one for this corpus)")
     return DataFacts(
         vocab_size=encoded.tokenizer.vocab_size, corpus=encoded.corpus, scheme=encoded.tokenizer.spec.name,
-        tokenizer_hash=encoded.tokenizer.hash, train_chars=text_counts(encoded.splits["train"].read_text())["n_chars"],
+        tokenizer_hash=encoded.tokenizer.hash, train_chars=measure_split(encoded, "train", data_dir).counts["n_chars"],
         train_tokens=train_tokens, split_sha256={s: d.sha256 for s, d in encoded.splits.items()},
     )
 
 
 def load_data_facts(dataset: str, scheme: str, data_dir: str | Path) -> DataFacts:
     """Encode (through the cache) and measure ``dataset`` under ``scheme``."""
-    return data_facts(encode_corpus(dataset, scheme, data_dir))
+    from bench.data.paths import resolve_data_dir
+
+    data_dir = resolve_data_dir(data_dir)
+    return data_facts(encode_corpus(dataset, scheme, data_dir), data_dir)
 
 
 def facts_for_sizing(vocab_size: int | None, scheme: str | None, dataset: str | None,

@@ -15,6 +15,8 @@ import numpy as np
 
 from bench.data.cache import EncodedCorpus, encode_corpus
 from bench.data.facts import DataFacts, data_facts
+from bench.data.measures import measure_split
+from bench.data.paths import resolve_data_dir
 from bench.engine.spec import TrainConfig
 from bench.errors import BenchError
 from tokenizers_study import Tokenizer
@@ -48,21 +50,16 @@ class PreparedCorpus:
 def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: DataFacts | None = None
                    ) -> PreparedCorpus:
     """Open and count a corpus; with ``expected``, refuse data other than the run was resolved with."""
+    data_dir = resolve_data_dir(data_dir)
     encoded = encode_corpus(dataset, scheme, data_dir, splits=SPLITS)
-    facts = data_facts(encoded)
+    facts = data_facts(encoded, data_dir)
     if expected is not None and facts.identity() != expected.identity():
         raise BenchError(f"the {dataset} data or the {scheme} tokenizer changed since this run was planned; "
                          f"plan it again (bench run-matrix CONFIG, or bench train with the same settings)")
-    counts, lossless = {}, {}
-    for split in SPLITS:
-        text = encoded.splits[split].read_text()
-        counts[split] = text_counts(text)
-        ids = np.asarray(encoded.ids[split])
-        if split == "train":
-            train_chars = encoded.tokenizer.source_char_lengths(text, ids).astype(np.int32)
-        else:
-            lossless[split] = encoded.tokenizer.loss_report(text, ids).lossless
-    return PreparedCorpus(encoded, facts, counts, lossless, train_chars)
+    measures = {split: measure_split(encoded, split, data_dir) for split in SPLITS}  # cached beside the ids
+    return PreparedCorpus(encoded, facts, {split: m.counts for split, m in measures.items()},
+                          {split: m.lossless for split, m in measures.items() if split != "train"},
+                          measures["train"].chars)
 
 
 def train_rows(ids: np.ndarray, batch_size: int, bos_id: int) -> np.ndarray:
