@@ -245,3 +245,17 @@ def test_a_tokenizer_of_unknowns_reports_its_lost_words(tmp_path, corpus_text):
     unknowns.save(str(tmp_path / "tokenizer.json"))
     report = train_tokenizer(f"hf:{tmp_path / 'tokenizer.json'}", "").loss_report("a few words here\n")
     assert not report.lossless and report.lost_words == 4 and report.lost_bytes > 0
+
+
+def test_lost_bytes_of_a_large_split_with_repeated_blank_lines_are_aligned_as_a_small_one(corpus_text):
+    from tokenizers_study.base import ALIGN_LINES, lost_bytes, lost_words
+
+    lines = [line for line in corpus_text.split("\n") if line.strip()][:200]
+    text = "\n \n".join(lines * (ALIGN_LINES // len(lines) + 5))  # WikiText: every other line is " "
+    assert text.count("\n") > ALIGN_LINES
+    first = text.index("\n")
+    changed = text[:first - 1] + "X" + text[first:]  # one byte changed, every line break kept
+    assert lost_bytes(text, changed) == 1 and lost_words(text, changed) == 1
+    cut = text.rsplit("\n", 2)[0]  # the last line and the blank one before it dropped
+    last = text.rsplit("\n", 1)[1]
+    assert lost_bytes(text, cut) == len(last.encode()) + 2 + 1  # its bytes, the blank line's space, two breaks

@@ -280,14 +280,14 @@ def lost_bytes(text: str, decoded: str) -> int:
     of lines that differ, then the bytes of words that differ; whitespace that decoding drops counts too."""
     lines, back = text.split("\n"), decoded.split("\n")
     lost = max(0, len(lines) - len(back))  # line breaks
-    return lost + sum(_lost_in_line(line, other) for line, other in _changed_pairs(lines, back, "\n"))
+    return lost + sum(_lost_in_line(line, other) for line, other in _changed_lines(lines, back))
 
 
 def lost_words(text: str, decoded: str) -> int:
     """Whitespace-separated words of ``text`` that ``decoded`` does not give back, aligned as :func:`lost_bytes`
     aligns them (a word decoded as ``<unk>``, or changed in any byte, is lost)."""
     count = 0
-    for line, other in _changed_pairs(text.split("\n"), decoded.split("\n"), "\n"):
+    for line, other in _changed_lines(text.split("\n"), decoded.split("\n")):
         words = line.split()
         for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, words, other.split(), autojunk=False).get_opcodes():
             count += i2 - i1 if tag != "equal" else 0
@@ -306,10 +306,23 @@ def _lost_in_line(line: str, other: str) -> int:
     return lost
 
 
-def _changed_pairs(parts: list[str], back: list[str], joiner: str):
+ALIGN_LINES = 10_000  # beyond this many lines, lines that make up over 1% of them never anchor an alignment
+
+
+def _changed_lines(lines: list[str], back: list[str]):
+    """The (line, what decoding gave for it) pairs that differ: line by line where decoding kept every line break
+    (linear), else aligned by :func:`_changed_pairs`; WikiText repeats its blank line hundreds of thousands of
+    times, which an exact alignment of a large split would compare with one another (quadratic), so beyond
+    :data:`ALIGN_LINES` lines such popular lines are difflib's junk."""
+    if len(lines) == len(back):
+        return ((line, other) for line, other in zip(lines, back) if line != other)
+    return _changed_pairs(lines, back, "\n", autojunk=len(lines) > ALIGN_LINES)
+
+
+def _changed_pairs(parts: list[str], back: list[str], joiner: str, autojunk: bool = False):
     """The (part, what decoding gave for it) pairs that differ, aligned by difflib; where a run of parts is
     replaced by a run of another length, the two runs joined by ``joiner`` make one pair."""
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, parts, back, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, parts, back, autojunk=autojunk).get_opcodes():
         if tag == "equal":
             continue
         if i2 - i1 == j2 - j1:
