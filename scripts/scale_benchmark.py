@@ -10,9 +10,9 @@ trained, every split encoded, cached and measured (tokenize stats); a tiny LSTM 
 evaluates the 5% test split, a second run (seed 1) starts with everything cached (the time to their first step
 is their results' startup_seconds), the first model evaluates that split again alone, the document bootstrap runs
 on its per-token losses, a matrix of four tiny runs that dump their token losses runs, the compressor baselines
-run (the report shows them) and the four runs are reported. wikitext-103: the stand-in is fetched through its zip and the word and BPE schemes measured
-(--schemes). Time per MB and memory per MB at each size say whether a stage is linear. Figures, not assertions:
-a benchmark, never a test.
+run (the report shows them) and the four runs are reported. wikitext-103: the stand-in is fetched through its zip
+and the word and BPE schemes measured (--schemes). Time per MB and memory per MB at each size say whether a stage
+is linear. Figures, not assertions: a benchmark, never a test.
 """
 
 from __future__ import annotations
