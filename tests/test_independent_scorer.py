@@ -1,0 +1,122 @@
+"""Every scoring path equals an independent scorer: a plain loop that predicts each token of a split, one at a time,
+from exactly the context the evaluation layout promises it.
+
+The layout (bench.engine.evaluation): a split of n tokens is cut into `streams` contiguous, nearly equal pieces
+(np.array_split's rule), each read from <bos> with a fresh state. A recurrent model carries its state from token to
+token within a piece. The Transformer reads the pieces side by side `chunk` tokens at a time (the last chunk ends
+with the longest piece, so it may be shorter); the k-th token of a chunk of T tokens sees the `window - T` inputs
+before its chunk (fewer at the start of a piece) and the k before it in the chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bench.engine.evaluation import EvalLayout, evaluate_ids
+from bench.models import build_model
+from bench.models.lstm import LSTMConfig
+from bench.models.sharnn import SHARNNConfig
+from bench.models.transformer import TransformerConfig
+
+V, BOS = 40, 0
+
+
+class InDouble(torch.nn.Module):
+    """A model run in float64 throughout (evaluation projects to the vocabulary in float32 otherwise), so that the
+    two computations agree to rounding and a token scored from another context shows."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner.double()
+        self.config = inner.config
+
+    def forward(self, tokens, state=None):
+        return self.inner(tokens, state)
+
+    def logits(self, hidden):
+        return self.inner.logits(hidden.double())
+
+
+def model_of(name: str):
+    torch.manual_seed(1)
+    config = {"sha-rnn": SHARNNConfig(vocab_size=V, emsize=16, nhid=48, nlayers=2, attention="all", max_memory=512),
+              "lstm": LSTMConfig(vocab_size=V, emsize=16, nhid=24, nlayers=2),
+              "transformer": TransformerConfig(vocab_size=V, d_model=16, nlayers=2, nheads=2, context=16)}[name]
+    return InDouble(build_model(name, config)).eval()
+
+
+def plain_nll(model, ids: np.ndarray, streams: int, chunk: int, window: int | None, bos: int = BOS
+              ) -> tuple[float, int]:
+    """Total NLL (nats) and the number of tokens scored, token by token."""
+    total, scored = 0.0, 0
+    pieces = np.array_split(np.asarray(ids, dtype=np.int64), min(streams, len(ids)))
+    longest = max(len(piece) for piece in pieces)  # the pieces are read side by side, chunk by chunk
+    with torch.no_grad():
+        for piece in pieces:
+            inputs = [bos] + piece[:-1].tolist()
+            state = None
+            for i, target in enumerate(piece.tolist()):
+                if window is None:  # recurrent: one token at a time, the state carried
+                    hidden, state = model(torch.tensor([[inputs[i]]]), state)
+                else:  # a fresh forward over exactly the inputs this token may see
+                    start = (i // chunk) * chunk
+                    length = min(chunk, longest - start)  # the last chunk ends with the longest piece
+                    first = max(0, start - (window - length))
+                    hidden, _ = model(torch.tensor([inputs[first:i + 1]]), None)
+                log_p = F.log_softmax(model.logits(hidden[0, -1]).double(), dim=-1)  # float32 for a run's model
+                total -= float(log_p[target])
+                scored += 1
+    return total, scored
+
+
+@pytest.mark.parametrize("name, streams, chunk", [
+    ("lstm", 1, 7), ("lstm", 3, 1), ("lstm", 4, 32),
+    ("sha-rnn", 1, 5), ("sha-rnn", 3, 16),
+    ("transformer", 1, 8), ("transformer", 2, 16), ("transformer", 3, 5), ("transformer", 1, 1),
+])
+def test_evaluate_ids_equals_the_plain_loop(name, streams, chunk):
+    model = model_of(name)
+    ids = np.random.default_rng(7).integers(1, V, size=61)
+    window = model.config.context if name == "transformer" else None
+    expected, scored = plain_nll(model, ids, streams, chunk, window)
+    result = evaluate_ids(model, ids, BOS, EvalLayout(streams=streams, chunk=chunk, window=window),
+                          torch.device("cpu"), keep_token_nll=True)
+    assert result.n_tokens == scored == len(ids)
+    assert math.isclose(result.total_nll_nats, expected, rel_tol=1e-9)
+    assert math.isclose(float(result.token_nll.astype(np.float64).sum()), expected, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("model_name", ["lstm", "transformer"])
+def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, make_toy_corpus, model_name):
+    from bench.engine import checkpoint
+    from bench.engine.inference import evaluate_checkpoint, load_model
+    from bench.engine.run import train
+    from bench.engine.spec import RunSpec
+    from bench.data.cache import encoded_split
+    from bench.data.store import open_split
+
+    data_dir = make_toy_corpus(tmp_path)
+    small = {"lstm": dict(emsize=16, nhid=24), "transformer": dict(d_model=16, nheads=2, context=32)}[model_name]
+    run = tmp_path / "run"
+    train(RunSpec(model=model_name, preset="tiny", tokenizer="bpe:300", dataset="toy", seed=0,
+                  overrides=dict(small, batch_size=4, bptt=16, max_steps=3, eval_every=0, eval_streams=3,
+                                 final_eval_splits="test"), data_dir=str(data_dir), out_dir=str(run)),
+          show_progress=False)
+    recorded = json.loads((run / "result.json").read_text())["metrics"]["test"]
+    loaded = load_model(run / "checkpoint.pt", "cpu")
+    model = loaded.model.eval()
+    ids = np.asarray(encoded_split(loaded.tokenizer, open_split("toy", "test", data_dir), data_dir))
+    layout = recorded_layout = json.loads((run / "result.json").read_text())["evaluation"]["layout"]
+    expected, scored = plain_nll(model, ids, layout["streams"], layout["chunk"], layout["window"],
+                                 loaded.tokenizer.bos_id)
+    assert recorded["n_tokens"] == scored
+    assert math.isclose(recorded["total_nll_nats"], expected, rel_tol=1e-5)  # the run scored in float32
+    again = evaluate_checkpoint(run, "test", data_dir)
+    assert again.metrics.total_nll_nats == recorded["total_nll_nats"] and again.layout == recorded_layout
+    assert checkpoint.load(run / "checkpoint.pt")  # the weights scored are the run's own
