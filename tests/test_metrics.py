@@ -98,3 +98,8 @@ def test_enwik8s_published_bpc_is_named_as_bits_per_byte_with_the_bytes_per_char
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"NOTE: {note}"
     print_metrics("wikitext-2", metrics)
     assert "NOTE" not in capsys.readouterr().out
+
+
+def test_tokens_per_byte_is_tokens_over_bytes():
+    result = normalize_counts(10.0, 30, n_bytes=120, n_chars=100, n_words=20, n_lines=2)
+    assert result["tokens_per_byte"] == 0.25 and result["bits_per_token"] == pytest.approx(10.0 / LN2 / 30)

@@ -279,3 +279,25 @@ def test_sentencepiece_samples_a_long_train_split_and_says_so_in_its_identity(tr
     again = tokenizer_from_bytes(sampled.to_bytes())
     assert again.sample == sampled.sample and again.hash == sampled.hash
     assert sampled.decode(sampled.encode(corpus_text)) == corpus_text
+
+
+@pytest.mark.parametrize("lost", ["\n", " ", "\t\n", "\n\n"])
+def test_a_decoding_that_loses_only_edge_whitespace_is_not_lossless(trained, lost):
+    tok = trained["byte"]
+    text = "  a text whose edges are whitespace" + lost
+    ids = tok.encode(text)
+    report = type(tok).loss_report(_Dropping(tok, len(lost)), text, ids)
+    assert not report.lossless and report.lost_bytes >= 1
+
+
+class _Dropping:
+    """A tokenizer whose decoding drops the last characters of the text (whitespace here)."""
+
+    def __init__(self, inner, drop: int):
+        self.inner, self.drop = inner, drop
+
+    def encode(self, text):
+        return self.inner.encode(text)
+
+    def decode(self, ids):
+        return self.inner.decode(ids)[:-self.drop]
