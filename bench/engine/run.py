@@ -103,12 +103,12 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
         use_threads(config.train.threads)
     Ranks.from_env().start()
     spec, out = config.spec, Path(config.spec.out_dir)
-    corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=config.data)
     previous = finished_result(out, config.run_id())
     if previous is not None:
         return previous
+    initial = initial_weights(config)  # refused before the corpus is opened: a refusal writes nothing
+    corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=config.data)
     claim_run_folder(out, config.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
-    initial = initial_weights(config)
     trainer = Trainer(config, corpus, out, console, show_progress, started=wall_start)
     main = trainer.ranks.is_main
     with nullcontext() if locked or not main else RunLock(out):
