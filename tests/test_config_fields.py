@@ -54,7 +54,7 @@ def test_config_tables_names_every_table_a_config_may_hold():
 
 
 def test_the_readmes_minimal_config_is_a_valid_study_of_twelve_runs(repo, tmp_path):
-    from bench.study.config import load_config
+    from bench.study.grid import load_config
     from bench.study.grid import cell_specs
 
     readme = (repo / "README.md").read_text()

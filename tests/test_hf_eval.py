@@ -104,7 +104,7 @@ def test_lm_eval_conventions_match_the_harness(tiny_gpt2, data_dir):
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks.wikitext.preprocess_wikitext import wikitext_detokenizer
 
-    from bench.study.documents import document_pages
+    from bench.data.documents import document_pages
 
     text = "".join(f" = Article {k} = \n \n The game was a season , with <unk> @-@ 3 . \n \n" for k in range(3))
     (data_dir / "wiki.txt").write_text(text)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.study.config import load_config
+from bench.study.grid import load_config
 from bench.study.execute import run_matrix
 from bench.study.grid import expand
 from bench.study.report import build_report

@@ -13,7 +13,7 @@ from bench.data.corpora import Archive, FileCheck, make_enwik8_like
 from bench.data.fetch import fetch
 from bench.data.store import open_split
 from bench.data.synthetic import wikitext_source, write_enwik8_like
-from bench.study.documents import document_starts
+from bench.data.documents import document_starts
 
 SIZE = 1_000_000
 

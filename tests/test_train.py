@@ -15,11 +15,13 @@ import torch
 
 from bench.engine import checkpoint
 from bench.engine.inference import evaluate_checkpoint, load_model, sample
+from bench.engine.resolve import RunConfig
 from bench.engine.result import RunResult, RunStatus
 from bench.engine.run import execute, plan_run, train
 from bench.engine.spec import RunSpec
 from bench.engine.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 from bench.errors import BenchError
+from bench.models import build_model
 
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
         "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500}
@@ -64,6 +66,11 @@ def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
     assert result.tokenizer.hash and result.resolved["model"]["emsize"] == 16
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert any("valid_bits_per_char" in r for r in log) and any("train_loss" in r for r in log)
+    # one count of training compute: the model's (forward and backward: 3x forward) for the log and the result
+    per_token = saved["model"]["train_flops_per_token"]
+    assert per_token == 3 * build_model("sha-rnn", RunConfig.from_json(json.loads(
+        (tmp_path / "run" / "spec.json").read_text())).model).flops_per_token(saved["resolved"]["train"]["bptt"])
+    assert saved["training"]["flops"] == saved["training"]["tokens"] * per_token == log[-1]["train_flops"]
     # A finished run is not trained again.
     again = train(spec(data_dir, tmp_path / "run"), show_progress=False)
     assert again.provenance.finished_at == result.provenance.finished_at

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bench.study.documents import document_starts, document_totals
+from bench.data.documents import document_starts, document_totals
 from bench.study.uncertainty import TextLosses, compare, document_interval, holm, seed_interval
 
 

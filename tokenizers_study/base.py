@@ -1,7 +1,5 @@
-"""What every tokenization scheme provides, and how scheme names are parsed.
+"""What every tokenization scheme provides (the registry of schemes and their names: ``tokenizers_study.registry``).
 
-A scheme is named by a short string: ``byte``, ``char``, ``bpe:4096``,
-``sp-bpe:4096``, ``sp-unigram:4096``, ``word:33278`` or ``word-open:33278``.
 Every tokenizer is trained on the train split only, is deterministic, serialises
 to one JSON file (``to_bytes``) and has a stable hash: the sha256 of those bytes.
 
@@ -26,7 +24,6 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from tokenizers_study.errors import TokenizerError
 from tokenizers_study.text import char_byte_offsets, text_bytes
 
 FORMAT_VERSION = 1
@@ -48,37 +45,6 @@ class SchemeSpec:
         if self.path is not None:
             return f"{self.family}:{self.path}"
         return self.family if self.size is None else f"{self.family}:{self.size}"
-
-
-MOST_SIZE = 2**31 - 1
-
-
-def parse_scheme(name: str) -> SchemeSpec:
-    from tokenizers_study import FAMILIES  # the registry lives in the package
-
-    family, _, size_text = name.strip().partition(":")
-    if family not in FAMILIES:
-        raise TokenizerError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
-    cls = FAMILIES[family]
-    if cls.pretrained:
-        if not size_text:
-            raise TokenizerError(f"scheme {family!r} needs the path of its file: write {family}:PATH")
-        return SchemeSpec(family, path=size_text)
-    if cls.min_size is None:
-        if size_text:
-            raise TokenizerError(f"scheme {family!r} takes no size; write it as {family!r}")
-        return SchemeSpec(family)
-    if not size_text.isdigit():
-        raise TokenizerError(f"scheme {name!r} needs a vocabulary size: write {family}:N with N an integer")
-    size = int(size_text)
-    if size < cls.min_size:
-        raise TokenizerError(f"scheme {name!r}: N must be at least {cls.min_size} ({cls.min_size_why})")
-    if size > MOST_SIZE:  # beyond what the trainers (32-bit) and an embedding can hold
-        raise TokenizerError(f"scheme {name!r}: N must be at most {MOST_SIZE:,}")
-    return SchemeSpec(family, size)
-
-
-SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N", "hf:PATH", "spm:PATH")
 
 
 @dataclass

@@ -32,7 +32,7 @@ def describe_model(spec: RunSpec, facts: DataFacts) -> dict:
         "params_total": net.num_params(),
         "params_non_embedding": net.non_embedding_params(),
         "flops_per_token_forward": int(forward),
-        "flops_per_token_train": int(3 * forward),
+        "flops_per_token_train": int(net.train_flops_per_token(segment)),
         "flops_segment_tokens": segment,
         "model_settings": {k: v for k, v in asdict(config.model).items() if k != "vocab_size"},
         "training_recipe": {k: v for k, v in asdict(config.train).items() if k in recipe},

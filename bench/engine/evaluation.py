@@ -107,6 +107,7 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
     targets_t = torch.from_numpy(targets).to(device)
     token_nll = np.zeros((len(bounds), longest), dtype=np.float32) if keep_token_nll else None
     total = torch.zeros((), dtype=torch.float64, device=device)
+    scored = torch.zeros((), dtype=torch.int64, device=device)  # counted where scored: a skipped token shows
     state = None
     for t in _chunks(longest, layout.chunk, n, len(every_stream), progress if ranks.is_main else None, label):
         x = inputs_t[:, t:t + layout.chunk]
@@ -117,6 +118,7 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
                               ignore_index=-100, reduction="none").view(y.shape)
         total += nll.sum(dtype=torch.float64)
+        scored += (y != -100).sum()
         if token_nll is not None:
             token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
     per_token = None
@@ -124,12 +126,14 @@ def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: Eva
         mine = [token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]
         per_token = np.concatenate(sum(ranks.gather_objects(mine), []) or [np.zeros(0, dtype=np.float32)])
     model.train(was_training)
-    total = ranks.sum(total)
+    total, scored = ranks.sum(total), int(ranks.sum(scored).item())
+    if scored != n:
+        raise AssertionError(f"evaluation scored {scored:,} of {n:,} tokens")  # the layout must score each once
     used = dataclasses.replace(layout, streams=len(every_stream))  # fewer streams than asked on a short text
     seconds = time.perf_counter() - start_time
     if progress is not None and ranks.is_main and not progress.isatty():
         print(f"evaluated {label}: {n:,} tokens in {seconds:,.1f} s", file=progress, flush=True)
-    return EvalResult(float(total.item()), n, seconds, used, per_token)
+    return EvalResult(float(total.item()), scored, seconds, used, per_token)
 
 
 def _chunks(longest: int, chunk: int, n: int, streams: int, progress: TextIO | None, label: str):

@@ -225,7 +225,7 @@ def lm_eval_numbers(model, tokenizer, text: str, window: int, device: torch.devi
         from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
     except ImportError:
         raise BenchError("--conventions lm-eval needs lm-evaluation-harness: pip install lm_eval") from None
-    from bench.study.documents import document_pages
+    from bench.data.documents import document_pages
 
     prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     totals, documents = {"ll": 0.0, "words": 0, "bytes": 0}, []

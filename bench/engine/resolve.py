@@ -131,7 +131,7 @@ def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts:
 
     with torch.device("meta"):
         net = build_model(model_name, model_config)
-    flops_per_token = 3 * net.flops_per_token(train.bptt)
+    flops_per_token = net.train_flops_per_token(train.bptt)
     _check_memory(net.num_params())
     step = mean_step_tokens(train)
     epoch = epoch_tokens(facts.train_tokens, train.batch_size) if facts.train_tokens else None

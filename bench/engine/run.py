@@ -184,7 +184,7 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
         status=RunStatus.DONE, run_id=config.run_id(), spec=config.spec,
         resolved={k: v for k, v in config.to_json().items() if k in ("model", "train")},
         model=ModelSummary(config.spec.model, model.num_params(), model.non_embedding_params(),
-                           3 * model.flops_per_token(config.train.bptt)),
+                           model.train_flops_per_token(config.train.bptt)),
         tokenizer=TokenizerSummary(trainer.tokenizer.spec.name, trainer.tokenizer.hash, trainer.tokenizer.vocab_size,
                                    trainer.chars_per_token, corpus.lossless),
         data=DataSummary(config.spec.dataset, all(s.verified for s in splits.values()),

@@ -88,7 +88,7 @@ class Trainer:
         rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id)[mine]
         self.rows = torch.from_numpy(rows).to(self.device)
         self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)[mine]  # the characters they begin
-        self.flops_per_token = 3 * self.model.flops_per_token(self.cfg.bptt)  # training: forward and backward
+        self.flops_per_token = self.model.train_flops_per_token(self.cfg.bptt)
         self._validation = None  # the validation text's ids and counts, once needed
         self.progress = Progress()
         self.state = None

@@ -96,8 +96,13 @@ class LanguageModel(nn.Module):
         return self.num_params() - self.embedding_params()
 
     def flops_per_token(self, segment: int) -> float:
-        """Forward FLOPs per token when trained on segments of ``segment`` tokens; training costs about 3x."""
+        """Forward FLOPs per token when trained on segments of ``segment`` tokens."""
         raise NotImplementedError
+
+    def train_flops_per_token(self, segment: int) -> float:
+        """Training FLOPs per token: the forward pass and a backward pass of twice its cost (Kaplan et al. 2020);
+        the one place every count of training compute (plan, budget, trainer, result, speed) takes it from."""
+        return 3 * self.flops_per_token(segment)
 
 
 def detach_state(state: State) -> State:

@@ -15,7 +15,7 @@ import numpy as np
 
 from bench.engine.result import RunResult
 from bench.errors import BenchError
-from bench.study.documents import MIN_RESAMPLED, document_starts, document_totals
+from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts

@@ -2,9 +2,8 @@
 
 One runner serves one job and N jobs: chains of runs (a cell's phases, in order) are
 executed in this process (``--jobs 1``, progress shown on the terminal) or in N
-worker processes, each writing its runs' output to the run folder's ``train.log``.
-A worker receives each run's resolved configuration and checks its run id; it does
-not resolve again. A failed run (divergence, out of memory, an error) is recorded
+worker processes, each writing its runs' output to the run folder's ``train.log``
+(what a worker does: ``bench.study.worker``). A failed run (divergence, out of memory, an error) is recorded
 with its status and error and the matrix goes on; ``runs.csv`` is rewritten after
 every chain.
 """
@@ -13,36 +12,25 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sys
-import threading
-import time
-import traceback
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.engine.distributed import Ranks
 from bench.engine.result import RunStatus
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.ownership import claim_matrix_folder, record_matrix_owner
-from bench.study.config import MatrixConfig, load_config, register_corpora
+from bench.study.config import MatrixConfig, register_corpora
 from bench.study.eta import MatrixClock, outcome_of
+from bench.study.grid import load_config
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
-from bench.study.run_status import RunRecord, failure_text, locked_record, wait_for_others
+from bench.study.run_status import RunRecord, wait_for_others
 from bench.study.runs_table import write_runs_table
+from bench.study.worker import WorkerSettings, init_worker, run_chain, worker_chain
 
-TRAIN_LOG = "train.log"
-ERROR_FILE = "error.txt"
-ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
-_ORPHANED = threading.Event()  # set in a worker whose matrix process died
-_RUNNING = threading.Event()  # set in a worker while it executes a run
-_INTERRUPTED = threading.Event()  # set in a worker that got Ctrl-C: it starts nothing more
-_MATRIX_STOPPED = None  # in a worker: the multiprocessing Event its matrix sets on Ctrl-C
 
 
 @dataclass
@@ -53,13 +41,6 @@ class MatrixOutcome:
     pretrained: list[PretrainedRun] = field(default_factory=list)
     csv_path: Path | None = None
     counts: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    log_to_file: bool  # write each run's output to its train.log (worker processes)
-    show_progress: bool
-    threads: int | None = None  # torch threads per worker process on CPU
 
 
 def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, jobs: int = 1,
@@ -208,9 +189,9 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
             gpu_queue.put(k % n_gpus)
     settings = WorkerSettings(log_to_file=True, show_progress=True, threads=threads)  # lines in each train.log
     stopped = ctx.Event()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,
                                initargs=(gpu_queue, os.getpid(), stopped))
-    futures = {pool.submit(_worker_chain, [r.config.to_json() for r in pending], settings): pending
+    futures = {pool.submit(worker_chain, [r.config.to_json() for r in pending], settings): pending
                for pending in todo}
     waiting, interrupted, abandon = set(futures), False, False
     try:
@@ -259,28 +240,6 @@ def _stop_all(stopped, waiting) -> None:
         future.cancel()
 
 
-def _worker_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
-    """:func:`run_chain` in a worker process, where Ctrl-C interrupts only while a chain runs (an idle worker
-    that died of it would break the pool and kill the runs in progress before they checkpoint), and a chain
-    handed out after a Ctrl-C is not started."""
-    from bench.engine.trainer import TrainingInterrupted
-
-    if _INTERRUPTED.is_set() or (_MATRIX_STOPPED is not None and _MATRIX_STOPPED.is_set()):
-        return []
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return run_chain(configs, settings)
-    except (TrainingInterrupted, KeyboardInterrupt):
-        _INTERRUPTED.set()
-        raise
-    finally:
-        signal.signal(signal.SIGINT, _note_interrupt)
-
-
-def _note_interrupt(signum, frame) -> None:
-    _INTERRUPTED.set()
-
-
 def _records_on_disk(pending: list[PlannedRun]) -> list[RunRecord]:
     """After an interruption: what each run of a chain recorded in its status.json, up to the one stopped."""
     records = []
@@ -292,100 +251,6 @@ def _records_on_disk(pending: list[PlannedRun]) -> list[RunRecord]:
         if record.status is not RunStatus.DONE:
             break
     return records
-
-
-def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
-    """Execute runs one after another (a cell's phases); stop at the first that does not finish."""
-    if settings.threads:
-        from bench.engine.device import use_threads
-
-        use_threads(settings.threads)
-    records = []
-    for config_json in configs:
-        if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
-            os._exit(1)
-        _RUNNING.set()
-        try:
-            record = run_recorded(config_json, settings)
-        finally:
-            _RUNNING.clear()
-        records.append(record)
-        if record.status is not RunStatus.DONE:
-            break  # a later phase needs this one's weights
-    return records
-
-
-def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
-    """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
-    another process is training is left alone and reported as running."""
-    from bench.engine.resolve import RunConfig
-
-    config = RunConfig.from_json(config_json)
-    run_dir = Path(config.spec.out_dir)
-    if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
-        return _attempt(config, run_dir, settings, main=False)
-    return locked_record(run_dir, config.run_id(), lambda: _attempt(config, run_dir, settings))
-
-
-def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> RunRecord:
-    from bench.engine.run import execute
-    from bench.engine.trainer import TrainingInterrupted
-
-    if main:
-        (run_dir / ERROR_FILE).unlink(missing_ok=True)  # from an earlier attempt
-    log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file and main else nullcontext(None)
-    with log as console:
-        if console is not None:
-            print(f"== {run_dir.name}", file=console, flush=True)
-        try:
-            result = execute(config, console=console, show_progress=settings.show_progress, locked=True)
-            return RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
-        except (TrainingInterrupted, KeyboardInterrupt) as exc:
-            if console is not None:
-                print(f"interrupted: {exc}", file=console, flush=True)
-            if main:
-                RunRecord(str(run_dir), RunStatus.INTERRUPTED, failure_text(exc) if str(exc) else "interrupted",
-                          config.run_id()).write()
-            raise
-        except BaseException as exc:  # a failed run is recorded and the matrix goes on
-            record = RunRecord(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
-            if main:
-                (run_dir / ERROR_FILE).write_text(traceback.format_exc())
-            if console is not None:
-                print(f"{record.status}: {record.error}", file=console, flush=True)
-            return record
-
-
-def _classify(exc: BaseException) -> RunStatus:
-    from bench.engine.trainer import TrainingDiverged
-
-    if isinstance(exc, TrainingDiverged):
-        return RunStatus.DIVERGED
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        return RunStatus.OOM
-    return RunStatus.FAILED
-
-
-def _init_worker(gpu_queue, parent: int, stopped) -> None:
-    global _MATRIX_STOPPED
-    _MATRIX_STOPPED = stopped
-    signal.signal(signal.SIGINT, _note_interrupt)  # between chains; see _worker_chain
-    if gpu_queue is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
-    threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()
-
-
-def _stop_when_orphaned(parent: int) -> None:
-    """A worker whose matrix process died would finish its queue and then hang: stop it as on SIGTERM (a run
-    in progress checkpoints at its next step), and exit after a grace period whatever it is doing."""
-    while os.getppid() == parent:
-        time.sleep(1.0)
-    _ORPHANED.set()
-    os.kill(os.getpid(), signal.SIGTERM)
-    deadline = time.monotonic() + ORPHAN_GRACE_SECONDS
-    while _RUNNING.is_set() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    os._exit(1)
 
 
 def _cuda_device_count() -> int:

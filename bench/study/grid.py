@@ -21,7 +21,7 @@ from typing import Any
 from bench.engine.budget import LIMITS, limit_for
 from bench.engine.spec import RunSpec, validate_spec
 from bench.errors import USER_ERRORS, BenchError
-from bench.study.config import MatrixConfig
+from bench.study.config import MatrixConfig, read_config
 from tokenizers_study import is_pretrained
 
 CORE_AXES = ("model", "preset", "tokenizer", "dataset", "seed", "match")
@@ -120,3 +120,10 @@ def run_folder_name(cell: dict, phase: dict | None, run_id: str) -> str:
     if phase:
         parts.append(phase["name"])
     return _safe("-".join(map(str, parts))) + f"-{run_id[:10]}"
+
+
+def load_config(path: str | Path) -> MatrixConfig:
+    """Read and check a matrix config: its tables, and every cell must make a valid spec before anything runs."""
+    config = read_config(path)
+    cell_specs(config)
+    return config

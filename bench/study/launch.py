@@ -27,6 +27,7 @@ from bench.engine.result import RunStatus
 from bench.errors import BenchError
 from bench.study.plan import PlannedRun
 from bench.study.run_status import RunRecord
+from bench.study.worker import WorkerSettings, run_chain
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
 
@@ -72,7 +73,6 @@ class ChainJob(submitit.helpers.Checkpointable):
 
     def __call__(self) -> list[dict]:
         from bench.engine.trainer import TrainingInterrupted
-        from bench.study.execute import WorkerSettings, run_chain
 
         if submitit.JobEnvironment().num_tasks > 1:
             submitit.helpers.TorchDistributedEnvironment().export()  # RANK, WORLD_SIZE, MASTER_ADDR, ...

@@ -131,7 +131,7 @@ def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: Run
     with torch.device("meta"):
         model = build_model(spec.model, resolved.model)
     train = resolved.train
-    flops_per_token = 3 * model.flops_per_token(train.bptt)
+    flops_per_token = model.train_flops_per_token(train.bptt)
     tokens = resolved.budget.planned_tokens(facts.chars_per_token, epoch_tokens(facts.train_tokens, train.batch_size),
                                             mean_step_tokens(train), flops_per_token)
     return PlannedRun(

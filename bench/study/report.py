@@ -172,7 +172,7 @@ def _everyone(study: Study) -> pd.DataFrame:
 
 def _documents(study: Study) -> str:
     """What the text is resampled by, e.g. '62 articles'."""
-    from bench.study.documents import document_starts
+    from bench.data.documents import document_starts
 
     run = next(iter(study.runs.values()))
     starts, kind = document_starts(run.split_data("test").read_text())
@@ -180,7 +180,7 @@ def _documents(study: Study) -> str:
 
 
 def _no_text_interval(study: Study) -> str:
-    from bench.study.documents import MIN_RESAMPLED
+    from bench.data.documents import MIN_RESAMPLED
 
     if not any(run.token_nll("test") is not None for run in study.runs.values()):
         return "no per-token losses were saved (dump_token_losses = true saves them)"

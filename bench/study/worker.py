@@ -1,0 +1,151 @@
+"""What a matrix's worker does with the chains of runs it is handed: run them one after another, each under its
+lock, each outcome recorded in its status.json; here for ``--jobs 1``, in a worker process for ``--jobs N``, in a
+cluster job (``bench.study.launch``). A worker receives each run's resolved configuration and checks its run id; it
+does not resolve again. A worker process stops what it does when its matrix process dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import traceback
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.engine.distributed import Ranks
+from bench.engine.result import RunStatus
+from bench.study.run_status import RunRecord, failure_text, locked_record
+
+TRAIN_LOG = "train.log"
+ERROR_FILE = "error.txt"
+ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
+_ORPHANED = threading.Event()  # set in a worker whose matrix process died
+_RUNNING = threading.Event()  # set in a worker while it executes a run
+_INTERRUPTED = threading.Event()  # set in a worker that got Ctrl-C: it starts nothing more
+_MATRIX_STOPPED = None  # in a worker: the multiprocessing Event its matrix sets on Ctrl-C
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    log_to_file: bool  # write each run's output to its train.log (worker processes)
+    show_progress: bool
+    threads: int | None = None  # torch threads per worker process on CPU
+
+
+def worker_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
+    """:func:`run_chain` in a worker process, where Ctrl-C interrupts only while a chain runs (an idle worker
+    that died of it would break the pool and kill the runs in progress before they checkpoint), and a chain
+    handed out after a Ctrl-C is not started."""
+    from bench.engine.trainer import TrainingInterrupted
+
+    if _INTERRUPTED.is_set() or (_MATRIX_STOPPED is not None and _MATRIX_STOPPED.is_set()):
+        return []
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return run_chain(configs, settings)
+    except (TrainingInterrupted, KeyboardInterrupt):
+        _INTERRUPTED.set()
+        raise
+    finally:
+        signal.signal(signal.SIGINT, _note_interrupt)
+
+
+def _note_interrupt(signum, frame) -> None:
+    _INTERRUPTED.set()
+
+
+def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
+    """Execute runs one after another (a cell's phases); stop at the first that does not finish."""
+    if settings.threads:
+        from bench.engine.device import use_threads
+
+        use_threads(settings.threads)
+    records = []
+    for config_json in configs:
+        if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
+            os._exit(1)
+        _RUNNING.set()
+        try:
+            record = run_recorded(config_json, settings)
+        finally:
+            _RUNNING.clear()
+        records.append(record)
+        if record.status is not RunStatus.DONE:
+            break  # a later phase needs this one's weights
+    return records
+
+
+def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
+    """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
+    another process is training is left alone and reported as running."""
+    from bench.engine.resolve import RunConfig
+
+    config = RunConfig.from_json(config_json)
+    run_dir = Path(config.spec.out_dir)
+    if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
+        return _attempt(config, run_dir, settings, main=False)
+    return locked_record(run_dir, config.run_id(), lambda: _attempt(config, run_dir, settings))
+
+
+def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> RunRecord:
+    from bench.engine.run import execute
+    from bench.engine.trainer import TrainingInterrupted
+
+    if main:
+        (run_dir / ERROR_FILE).unlink(missing_ok=True)  # from an earlier attempt
+    log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file and main else nullcontext(None)
+    with log as console:
+        if console is not None:
+            print(f"== {run_dir.name}", file=console, flush=True)
+        try:
+            result = execute(config, console=console, show_progress=settings.show_progress, locked=True)
+            return RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
+        except (TrainingInterrupted, KeyboardInterrupt) as exc:
+            if console is not None:
+                print(f"interrupted: {exc}", file=console, flush=True)
+            if main:
+                RunRecord(str(run_dir), RunStatus.INTERRUPTED, failure_text(exc) if str(exc) else "interrupted",
+                          config.run_id()).write()
+            raise
+        except BaseException as exc:  # a failed run is recorded and the matrix goes on
+            record = RunRecord(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
+            if main:
+                (run_dir / ERROR_FILE).write_text(traceback.format_exc())
+            if console is not None:
+                print(f"{record.status}: {record.error}", file=console, flush=True)
+            return record
+
+
+def _classify(exc: BaseException) -> RunStatus:
+    from bench.engine.trainer import TrainingDiverged
+
+    if isinstance(exc, TrainingDiverged):
+        return RunStatus.DIVERGED
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        return RunStatus.OOM
+    return RunStatus.FAILED
+
+
+def init_worker(gpu_queue, parent: int, stopped) -> None:
+    global _MATRIX_STOPPED
+    _MATRIX_STOPPED = stopped
+    signal.signal(signal.SIGINT, _note_interrupt)  # between chains; see worker_chain
+    if gpu_queue is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
+    threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _stop_when_orphaned(parent: int) -> None:
+    """A worker whose matrix process died would finish its queue and then hang: stop it as on SIGTERM (a run
+    in progress checkpoints at its next step), and exit after a grace period whatever it is doing."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    _ORPHANED.set()
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + ORPHAN_GRACE_SECONDS
+    while _RUNNING.is_set() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os._exit(1)

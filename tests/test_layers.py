@@ -1,0 +1,86 @@
+"""Imports run downward: the tokenizers know nothing of the toolkit, the data layer nothing of the engine or the
+study, the engine nothing of the study or the commands, and no module imports itself back through others. Imports
+inside functions count too (they hide cycles; they are for heavy or optional libraries, not for layering)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("bench", "tokenizers_study")
+# A module may import from the layers listed for its own layer (and from its own layer).
+BELOW = {
+    "tokenizers_study": (),
+    "bench.core": ("tokenizers_study",),  # errors, fileio, metrics, provenance, tables, ownership
+    "bench.data": ("tokenizers_study", "bench.core"),
+    "bench.models": ("bench.core",),
+    "bench.engine": ("tokenizers_study", "bench.core", "bench.data", "bench.models"),
+    "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
+    "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", "bench.study"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> str:
+    if module.startswith("tokenizers_study"):
+        return "tokenizers_study"
+    for name in ("bench.data", "bench.models", "bench.engine", "bench.study", "bench.commands"):
+        if module == name or module.startswith(name + "."):
+            return name
+    return "bench.core"
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The project modules ``path`` imports, at any depth of its code."""
+    found = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            names = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name:
+                found.add(name)
+    return found
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imports_of(p, modules) - {module_name(p)} for p in paths}
+
+
+def test_every_import_goes_to_a_layer_below(graph):
+    upward = sorted(f"{module} imports {target}" for module, targets in graph.items() for target in targets
+                    if layer(target) != layer(module) and layer(target) not in BELOW[layer(module)])
+    assert not upward, "\n".join(upward)
+
+
+def test_no_module_imports_itself_back(graph):
+    cycles = set()
+    for start in graph:
+        stack = [(start, (start,))]
+        while stack:
+            module, path = stack.pop()
+            for target in graph[module]:
+                if target == start and len(path) > 1:
+                    cycles.add(" -> ".join(path + (start,)))
+                elif target not in path and target > start:  # each cycle found once, from its smallest module
+                    stack.append((target, path + (target,)))
+    assert not cycles, "\n".join(sorted(cycles))

@@ -1,0 +1,92 @@
+"""The registry of tokenization schemes: each family's class by its name, and how scheme names are parsed.
+
+A scheme is named by a short string: ``byte``, ``char``, ``bpe:4096``, ``sp-bpe:4096``, ``sp-unigram:4096``,
+``word:33278``, ``word-open:33278``, or for a tokenizer trained elsewhere ``hf:PATH`` and ``spm:PATH``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tokenizers_study.base import FORMAT_VERSION, SchemeSpec, Tokenizer
+from tokenizers_study.bpe import BPETokenizer
+from tokenizers_study.byte_level import ByteTokenizer
+from tokenizers_study.char import CharTokenizer
+from tokenizers_study.errors import TokenizerError
+from tokenizers_study.pretrained import HFTokenizerFile, SentencePieceModelFile
+from tokenizers_study.sentencepiece_schemes import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer
+from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
+
+FAMILIES: dict[str, type[Tokenizer]] = {
+    cls.family: cls
+    for cls in (
+        ByteTokenizer,
+        CharTokenizer,
+        BPETokenizer,
+        SentencePieceBPETokenizer,
+        SentencePieceUnigramTokenizer,
+        WordTokenizer,
+        OpenWordTokenizer,
+        HFTokenizerFile,
+        SentencePieceModelFile,
+    )
+}
+SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N", "hf:PATH", "spm:PATH")
+
+
+MOST_SIZE = 2**31 - 1
+
+
+def parse_scheme(name: str) -> SchemeSpec:
+    family, _, size_text = name.strip().partition(":")
+    if family not in FAMILIES:
+        raise TokenizerError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
+    cls = FAMILIES[family]
+    if cls.pretrained:
+        if not size_text:
+            raise TokenizerError(f"scheme {family!r} needs the path of its file: write {family}:PATH")
+        return SchemeSpec(family, path=size_text)
+    if cls.min_size is None:
+        if size_text:
+            raise TokenizerError(f"scheme {family!r} takes no size; write it as {family!r}")
+        return SchemeSpec(family)
+    if not size_text.isdigit():
+        raise TokenizerError(f"scheme {name!r} needs a vocabulary size: write {family}:N with N an integer")
+    size = int(size_text)
+    if size < cls.min_size:
+        raise TokenizerError(f"scheme {name!r}: N must be at least {cls.min_size} ({cls.min_size_why})")
+    if size > MOST_SIZE:  # beyond what the trainers (32-bit) and an embedding can hold
+        raise TokenizerError(f"scheme {name!r}: N must be at most {MOST_SIZE:,}")
+    return SchemeSpec(family, size)
+
+
+def is_pretrained(scheme: str) -> bool:
+    """Whether a scheme name names a tokenizer file (hf:PATH, spm:PATH) rather than a scheme trained here."""
+    family = scheme.strip().partition(":")[0]
+    return family in FAMILIES and FAMILIES[family].pretrained
+
+
+def train_tokenizer(scheme: str | SchemeSpec, text: str) -> Tokenizer:
+    """Train a scheme on a train split's text."""
+    spec = parse_scheme(scheme) if isinstance(scheme, str) else scheme
+    return FAMILIES[spec.family].train(spec, text)
+
+
+def tokenizer_from_bytes(data: bytes) -> Tokenizer:
+    doc = json.loads(data)
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise TokenizerError(f"tokenizer file format {doc.get('format_version')} is not supported (expected "
+                             f"{FORMAT_VERSION}); retrain the tokenizer")
+    spec = parse_scheme(doc["scheme"])
+    tok = FAMILIES[spec.family].from_state(spec, doc["state"])
+    return tok
+
+
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    try:
+        return tokenizer_from_bytes(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise TokenizerError(f"tokenizer file {path} does not exist") from None
+    except (ValueError, KeyError) as exc:
+        raise TokenizerError(f"tokenizer file {path} is corrupt ({exc}); delete it to retrain") from None
