@@ -25,10 +25,11 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.fileio import update_text
+from bench.run_files import BEST, CHECKPOINT, ERROR, LOCK, LOG, RESULT, SPEC, STATUS, TOKENIZER, TRAIN_LOG
 
-RUN_FILES = ("spec.json", "result.json", "status.json", "checkpoint.pt", "best.pt")  # a log alone is debris
+RUN_FILES = (SPEC, RESULT, STATUS, CHECKPOINT, BEST)  # a log alone is debris
 REPORT_FILES = ("report.md", "report.html")
-RUN_DEBRIS = ("run.lock", "log.jsonl", "tokenizer.json", "error.txt", "train.log")  # a run that never checkpointed
+RUN_DEBRIS = (LOCK, LOG, TOKENIZER, ERROR, TRAIN_LOG)  # a run that never checkpointed
 OWNER = "owner.json"
 
 

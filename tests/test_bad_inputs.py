@@ -166,8 +166,8 @@ CASES = [
     # using a trained model
     ("negative chunk", ["eval", "{run}", "--chunk", "-1"], "--chunk must be at least 1"),
     ("zero chunk", ["eval", "{run}", "--chunk", "0"], "--chunk must be at least 1"),
-    ("chunk beyond the window", ["eval", "{transformer_run}", "--chunk", "65"], "longer than the Transformer's "
-                                                                                "window of 64"),
+    ("chunk beyond the window", ["eval", "{transformer_run}", "--chunk", "65"], "the evaluation chunk (65) is "
+                                                                                "longer than the model's window (64)"),
     ("zero streams", ["eval", "{run}", "--streams", "0"], "--streams must be at least 1"),
     ("a checkpoint of an older version", ["eval", "{old_pt}"], "written by an older version"),
     ("marginal lines alone", ["eval", "{run}", "--marginal-lines", "5"], "give --marginal too"),

@@ -113,8 +113,8 @@ def test_dry_run_finds_settings_that_would_fail_every_run(toy, cli, one_line_err
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["transformer"]')
                            + "\n[models.transformer]\neval_chunk = 64\n")
     one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
-                       str(data)), "cell model=transformer", "eval_chunk (64) is longer than the Transformer's "
-                   "context")
+                       str(data)), "cell model=transformer", "eval_chunk (64) is longer than the model's "
+                   "window")
     config_path.write_text(CONFIG.replace("[models.lstm]\n", "[models.lstm]\nbptt = 20\n"))
     one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
                        str(data)), "[models.lstm] bptt is held equal by the matching rule", "[context]")

@@ -60,8 +60,8 @@ def test_the_run_configuration_round_trips_through_json_and_checks_its_id():
 @pytest.mark.parametrize("model,overrides,facts,message", [
     ("sha-rnn", {"bptt": 32, "context_chars": 128}, FACTS, "both bptt (tokens) and context_chars"),
     ("sha-rnn", {"context_chars": 128}, DataFacts.vocabulary_only(256), "give --tokenizer and --dataset"),
-    ("transformer", {"eval_chunk": 128}, FACTS, "eval_chunk (128) is longer than the Transformer's context (64)"),
-    ("transformer", {"bptt": 128, "context": 64}, FACTS, "bptt (128) is longer than the Transformer's context"),
+    ("transformer", {"eval_chunk": 128}, FACTS, "eval_chunk (128) is longer than the model's window (64)"),
+    ("transformer", {"bptt": 128, "context": 64}, FACTS, "bptt (128) is longer than the model's window"),
     ("sha-rnn", {"batch_size": 16}, DataFacts(300, train_chars=40, train_tokens=31), "too short for batch_size 16"),
     ("lstm", {"max_steps": None}, FACTS, "no training budget"),
     ("lstm", {"lr": -1.0}, FACTS, "lr must be positive"),

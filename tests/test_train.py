@@ -272,7 +272,7 @@ def test_settings_that_cannot_work_fail_before_any_folder_is_made(data_dir, tmp_
 
 
 def test_transformer_eval_chunk_beyond_its_window_is_a_resolution_error(data_dir, tmp_path):
-    with pytest.raises(BenchError, match=r"eval_chunk \(64\) is longer than the Transformer's context \(16\)"):
+    with pytest.raises(BenchError, match=r"eval_chunk \(64\) is longer than the model's window \(16\)"):
         train(spec(data_dir, tmp_path / "x", model="transformer", eval_chunk=64), show_progress=False)
     assert not (tmp_path / "x").exists()
 

@@ -40,7 +40,8 @@ def train_command(
 
     from bench.engine.device import use_threads
     from bench.engine.distributed import Ranks
-    from bench.engine.run import RESULT, train
+    from bench.engine.run import train
+    from bench.run_files import RESULT
     from bench.engine.spec import RunSpec
 
     spec = RunSpec(model=model, preset=preset, tokenizer=tokenizer, dataset=dataset, seed=seed,

@@ -27,9 +27,10 @@ import torch.nn.functional as F
 from bench.engine.device import autocast
 from bench.engine.distributed import Ranks
 from bench.engine.layout import PreparedCorpus
+from bench.engine.resolve import check_eval_chunk
 from bench.engine.result import SplitMetrics
-from bench.errors import BenchError
 from bench.models.common import LanguageModel
+from bench.run_files import token_losses
 
 
 @dataclass
@@ -47,10 +48,8 @@ def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None 
                amp: torch.dtype | None = None) -> EvalLayout:
     """A run's evaluation layout: recurrent models carry their state through ``bptt``-token chunks;
     the Transformer slides a window of its context with a stride of half of it, unless ``chunk`` is given."""
-    window = None if model.carries_state_in_training else getattr(model.config, "context", None)
-    if chunk is not None and window is not None and chunk > window:
-        raise BenchError(f"an evaluation chunk of {chunk} tokens is longer than the Transformer's window of {window}: "
-                         f"it is the window's stride; use at most {window}")
+    window = getattr(model.config, "context", None)  # a model that sees a window of tokens (the Transformer)
+    check_eval_chunk(chunk, window, "the evaluation chunk")
     default_chunk = bptt if window is None else max(1, window // 2)
     precision = "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
     return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision)
@@ -162,5 +161,5 @@ def evaluate_splits(model: LanguageModel, corpus: PreparedCorpus, layout: EvalLa
         out[split] = SplitMetrics.score(result.total_nll_nats, result.n_tokens, corpus.counts[split],
                                         result.seconds, corpus.lossless[split])
         if dump_dir is not None and ranks.is_main:
-            np.save(dump_dir / f"token_nll.{split}.npy", result.token_nll)
+            np.save(dump_dir / token_losses(split), result.token_nll)
     return out

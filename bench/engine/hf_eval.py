@@ -31,6 +31,7 @@ from bench.data.store import SplitData
 from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
+from bench.run_files import RESULT
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
 CONTEXT_FIELDS = ("n_positions", "max_position_embeddings", "n_ctx")  # where a config.json states the context
@@ -253,7 +254,7 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     ``identity``: the settings' :func:`identify`, when the caller has it already; ``in_matrix``: the folder is
     in the results folder of the matrix that plans it."""
     from bench.engine.device import pick_device
-    from bench.engine.run import finished_result
+    from bench.engine.result import finished_result
     from bench.ownership import claim_run_folder
     from tokenizers_study.text import text_counts
 
@@ -288,7 +289,7 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
         created = not out.exists()
         try:
             out.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(out / "result.json", result.to_json())
+            write_json_atomic(out / RESULT, result.to_json())
         except BaseException:
             if created:  # a failed write (a full disk) leaves no empty folder behind
                 shutil.rmtree(out, ignore_errors=True)

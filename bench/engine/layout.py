@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.data.cache import EncodedCorpus, encode_corpus
+from bench.data.corpora import SPLITS
 from bench.data.facts import DataFacts, data_facts
 from bench.data.measures import measure_split
 from bench.data.paths import resolve_data_dir
@@ -21,9 +22,6 @@ from bench.engine.spec import TrainConfig
 from bench.errors import BenchError
 from tokenizers_study import Tokenizer
 from tokenizers_study.text import text_counts
-
-SPLITS = ("train", "valid", "test")
-
 
 @dataclass
 class PreparedCorpus:

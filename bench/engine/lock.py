@@ -17,8 +17,8 @@ import socket
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.run_files import LOCK
 
-LOCK = "run.lock"
 
 
 class RunLocked(BenchError):

@@ -91,8 +91,8 @@ def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
     model_keys, _ = allowed_keys(spec.model)
     model_values = {**preset["model"], **{k: v for k, v in overrides.items() if k in model_keys}}
     train = _train_config(preset["train"], {k: v for k, v in overrides.items() if k not in model_keys}, facts)
-    if spec.model == "transformer" and "context" not in overrides:
-        model_values["context"] = train.bptt  # the Transformer's window is the training segment
+    if "context" in model_keys and "context" not in overrides:
+        model_values["context"] = train.bptt  # a model with a window (the Transformer): the training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
     _check_layout(spec.model, model, train, facts)
     _check_runtime(train)
@@ -171,15 +171,21 @@ def _check_runtime(train: TrainConfig) -> None:
                          f"constant; set schedule=linear or cosine, or leave min_lr_ratio out")
 
 
+def check_eval_chunk(chunk: int | None, window: int | None, setting: str) -> None:
+    """An evaluation chunk is the stride of a windowed model's evaluation: at most its window."""
+    if chunk is not None and window is not None and chunk > window:
+        raise BenchError(f"{setting} ({chunk}) is longer than the model's window ({window}): it is the stride of the "
+                         f"evaluation window; use at most {window}")
+
+
 def _check_layout(model_name: str, model, train: TrainConfig, facts: DataFacts) -> None:
     """What would otherwise fail once training or evaluation starts."""
-    if model_name == "transformer":
-        if train.bptt > model.context:
-            raise BenchError(f"bptt ({train.bptt}) is longer than the Transformer's context ({model.context})")
-        if train.eval_chunk is not None and train.eval_chunk > model.context:
-            raise BenchError(f"eval_chunk ({train.eval_chunk}) is longer than the Transformer's context "
-                             f"({model.context}): it is the stride of the evaluation window; set eval_chunk "
-                             f"to at most {model.context}")
+    window = getattr(model, "context", None)  # a model that sees a window of tokens (the Transformer)
+    if window is not None:
+        if train.bptt > window:
+            raise BenchError(f"bptt ({train.bptt}) is longer than the model's window ({window}); set bptt to at most "
+                             f"{window} or a longer context")
+        check_eval_chunk(train.eval_chunk, window, "eval_chunk")
     if facts.train_tokens is not None and epoch_tokens(facts.train_tokens, train.batch_size) < 2 * train.batch_size:
         raise BenchError(f"train split ({facts.train_tokens} tokens) is too short for batch_size "
                          f"{train.batch_size}; lower batch_size")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+import dataclasses
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any, Optional
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
+from bench.run_files import RESULT
 
 SCHEMA_VERSION = 2
 
@@ -274,3 +276,15 @@ class CheckpointEvaluation:
         data = _plain(self)
         data.update(lossless=self.metrics.lossless, eval_seconds=self.metrics.eval_seconds)
         return data
+
+
+def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
+    """The run's result if the folder holds the finished result of this very run."""
+    path = run_dir / RESULT
+    if not path.is_file():
+        return None
+    result = RunResult.read(path)
+    if result.run_id != run_id or result.status is not RunStatus.DONE:
+        return None
+    # a folder moved or copied since: the result is where it was found, not where it was written
+    return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))

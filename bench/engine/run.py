@@ -11,7 +11,6 @@ The run folder holds ``spec.json`` (the resolved configuration), ``tokenizer.jso
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import shutil
 import time
@@ -28,16 +27,15 @@ from bench.engine.evaluation import EvalLayout, evaluate_splits
 from bench.engine.layout import prepare_corpus
 from bench.engine.resolve import RunConfig, resolve
 from bench.engine.result import (DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult, RunStatus,
-                                 SplitMetrics, SplitProvenance, TokenizerSummary, TrainingSummary)
+                                 SplitMetrics, SplitProvenance, TokenizerSummary, TrainingSummary, finished_result)
 from bench.engine.spec import RunSpec, validate_spec
 from bench.engine.lock import RunLock
-from bench.engine.trainer import BEST, CHECKPOINT, Trainer
+from bench.engine.trainer import Trainer
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_bytes_atomic, write_json_atomic
 from bench.ownership import claim_run_folder
+from bench.run_files import BEST, CHECKPOINT, RESULT, SPEC, TOKENIZER
 
-RESULT = "result.json"
-SPEC = "spec.json"
 
 
 def default_run_dir(config: RunConfig) -> Path:
@@ -49,18 +47,6 @@ def default_run_dir(config: RunConfig) -> Path:
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
-    """The run's result if the folder holds the finished result of this very run."""
-    path = run_dir / RESULT
-    if not path.is_file():
-        return None
-    result = RunResult.read(path)
-    if result.run_id != run_id or result.status is not RunStatus.DONE:
-        return None
-    # a folder moved or copied since: the result is where it was found, not where it was written
-    return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))
 
 
 def plan_run(spec: RunSpec) -> RunConfig:
@@ -120,7 +106,7 @@ def execute(config: RunConfig, console: TextIO | None = None, show_progress: boo
             print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
         if main:
             write_json_atomic(out / SPEC, config.to_json())
-            write_bytes_atomic(out / "tokenizer.json", trainer.tokenizer.to_bytes())
+            write_bytes_atomic(out / TOKENIZER, trainer.tokenizer.to_bytes())
         trainer.run()
         trainer.ranks.barrier()  # best.pt is written by the main process
         result = _evaluate(trainer, wall_start)

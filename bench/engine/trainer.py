@@ -35,11 +35,9 @@ from bench.engine.step import TrainingStep, apply_gradients, build_training_mode
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
 from bench.models.common import detach_state, select_state, state_to
+from bench.run_files import BEST, CHECKPOINT, LOG
 from tokenizers_study.text import text_counts
 
-CHECKPOINT = "checkpoint.pt"
-BEST = "best.pt"
-LOG = "log.jsonl"
 DIVERGED_FACTOR = 2.0  # a loss this many times the uniform model's marks a diverged run
 
 

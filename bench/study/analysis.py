@@ -16,6 +16,7 @@ import numpy as np
 from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
+from bench.run_files import LOG, TOKENIZER, token_losses
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
@@ -35,7 +36,7 @@ class RunData:
     @cached_property
     def log(self) -> list[dict]:
         """The run's log.jsonl, read once: the main table, the summary and three figures use it."""
-        from bench.engine.trainer import LOG, read_log_lines
+        from bench.engine.trainer import read_log_lines
 
         path = self.run_dir / LOG
         if not path.is_file():
@@ -55,7 +56,7 @@ class RunData:
         return json.loads(path.read_text()) if path.is_file() else None
 
     def token_nll(self, split: str = "test") -> np.ndarray | None:
-        path = self.run_dir / f"token_nll.{split}.npy"
+        path = self.run_dir / token_losses(split)
         if not path.is_file():
             return None
         try:
@@ -69,7 +70,7 @@ class RunData:
     def tokenizer(self):
         from tokenizers_study import load_tokenizer
 
-        return load_tokenizer(self.run_dir / "tokenizer.json")
+        return load_tokenizer(self.run_dir / TOKENIZER)
 
     def split_data(self, split: str):
         from bench.data.store import open_split

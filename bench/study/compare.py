@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.run_files import RESULT
 from bench.study.report_tables import interval_text
 from bench.study.uncertainty import compare, holm
 
@@ -43,7 +44,7 @@ def compare_paths(a: Path, b: Path) -> Compared:
 
 
 def _kind(path: Path) -> str:
-    if (path / "result.json").is_file():
+    if (path / RESULT).is_file():
         return "run"
     if (path / "runs.csv").is_file():
         return "results"
@@ -56,7 +57,7 @@ def compare_runs(a: Path, b: Path) -> Compared:
     from bench.engine.result import RunResult
     from bench.study.analysis import RunData
 
-    runs = [RunData({}, RunResult.read(path / "result.json"), path) for path in (a, b)]
+    runs = [RunData({}, RunResult.read(path / RESULT), path) for path in (a, b)]
     tests = [run.result.metrics.get("test") for run in runs]
     if any(t is None for t in tests):
         raise BenchError(f"{a if tests[0] is None else b} has no test-split result; score it with bench eval RUN "

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.run_files import RESULT
 from bench.tables import duration, flops_rate
 
 
@@ -40,7 +41,7 @@ def outcome_of(run_dir: Path) -> str:
     from bench.engine.result import RunResult
 
     try:
-        result = RunResult.read(run_dir / "result.json")
+        result = RunResult.read(run_dir / RESULT)
     except BenchError:
         return ""
     split = "test" if "test" in result.metrics else next(iter(result.metrics), None)

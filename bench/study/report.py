@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 
 from bench.engine.result import RunResult, RunStatus
-from bench.engine.run import RESULT
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.metrics import BITS_PER_BYTE_CORPORA
 from bench.ownership import claim_report_folder, record_report_owner
+from bench.run_files import RESULT
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.config import is_matrix_name
 from bench.study.document import Document

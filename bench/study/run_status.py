@@ -18,12 +18,11 @@ from pathlib import Path
 
 from bench.engine.lock import RunLock, RunLocked, is_locked
 from bench.engine.result import RunStatus
-from bench.engine.run import finished_result
-from bench.engine.trainer import CHECKPOINT
+from bench.engine.result import finished_result
 from bench.errors import BenchError
 from bench.fileio import write_json_atomic
+from bench.run_files import CHECKPOINT, STATUS
 
-STATUS_FILE = "status.json"
 
 
 @dataclass
@@ -39,7 +38,7 @@ class RunRecord:
         return {**asdict(self), "status": self.status.value}
 
     def write(self) -> None:
-        write_json_atomic(Path(self.run_dir) / STATUS_FILE, self.to_json())
+        write_json_atomic(Path(self.run_dir) / STATUS, self.to_json())
 
     @classmethod
     def from_json(cls, data: dict) -> "RunRecord":
@@ -47,7 +46,7 @@ class RunRecord:
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunRecord | None":
-        path = run_dir / STATUS_FILE
+        path = run_dir / STATUS
         if not path.is_file():
             return None
         try:

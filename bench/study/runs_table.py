@@ -20,9 +20,9 @@ from typing import Any
 import pandas as pd
 
 from bench.engine.result import RunResult, RunStatus
-from bench.engine.run import RESULT
 from bench.errors import BenchError
 from bench.fileio import update_text
+from bench.run_files import RESULT
 from bench.study.config import MatrixConfig
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun

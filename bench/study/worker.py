@@ -17,10 +17,9 @@ from pathlib import Path
 
 from bench.engine.distributed import Ranks
 from bench.engine.result import RunStatus
+from bench.run_files import ERROR, TRAIN_LOG
 from bench.study.run_status import RunRecord, failure_text, locked_record
 
-TRAIN_LOG = "train.log"
-ERROR_FILE = "error.txt"
 ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
 _ORPHANED = threading.Event()  # set in a worker whose matrix process died
 _RUNNING = threading.Event()  # set in a worker while it executes a run
@@ -95,7 +94,7 @@ def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True)
     from bench.engine.trainer import TrainingInterrupted
 
     if main:
-        (run_dir / ERROR_FILE).unlink(missing_ok=True)  # from an earlier attempt
+        (run_dir / ERROR).unlink(missing_ok=True)  # from an earlier attempt
     log = open(run_dir / TRAIN_LOG, "a") if settings.log_to_file and main else nullcontext(None)
     with log as console:
         if console is not None:
@@ -113,7 +112,7 @@ def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True)
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
             record = RunRecord(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
             if main:
-                (run_dir / ERROR_FILE).write_text(traceback.format_exc())
+                (run_dir / ERROR).write_text(traceback.format_exc())
             if console is not None:
                 print(f"{record.status}: {record.error}", file=console, flush=True)
             return record

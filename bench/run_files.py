@@ -1,0 +1,24 @@
+"""The files of a run folder, by name: one place for every layer that writes or reads them (the engine, the study,
+the ownership checks), with nothing to import beside them.
+
+A run trained here writes ``spec.json`` (its resolved configuration), ``tokenizer.json``, ``log.jsonl`` (the
+learning curve), ``checkpoint.pt`` and ``best.pt``, ``result.json`` and, when asked, ``token_nll.<split>.npy``;
+``run.lock`` is held while it trains. A matrix adds ``status.json`` (its outcome), ``train.log`` (a worker's output)
+and ``error.txt`` (a failure's traceback).
+"""
+
+SPEC = "spec.json"
+TOKENIZER = "tokenizer.json"
+LOG = "log.jsonl"
+CHECKPOINT = "checkpoint.pt"
+BEST = "best.pt"
+RESULT = "result.json"
+LOCK = "run.lock"
+STATUS = "status.json"
+TRAIN_LOG = "train.log"
+ERROR = "error.txt"
+
+
+def token_losses(split: str) -> str:
+    """Each evaluated token's NLL (nats), in text order (``dump_token_losses``)."""
+    return f"token_nll.{split}.npy"
