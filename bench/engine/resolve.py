@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.data.facts import DataFacts
 from bench.engine.budget import Budget, epoch_tokens, mean_step_tokens
-from bench.engine.spec import RunSpec, TrainConfig, allowed_keys, parse_overrides
+from bench.engine.spec import RunSpec, TrainConfig, allowed_keys
 from bench.errors import BenchError
 from tokenizers_study import is_pretrained
 
@@ -40,7 +40,13 @@ class RunConfig:
 
     def run_id(self) -> str:
         """A hash of everything that determines the run's result: the resolved spec and the data's identity
-        (tokenizer hash, split checksums), not where the run is written, on which device or with how many threads."""
+        (tokenizer hash, split checksums), not where the run is written, on which device or with how many threads.
+        Computed once per configuration (it is frozen)."""
+        if "_run_id" not in self.__dict__:
+            object.__setattr__(self, "_run_id", self._hash())
+        return self.__dict__["_run_id"]
+
+    def _hash(self) -> str:
         spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
         spec["overrides"] = {k: v for k, v in spec["overrides"].items()
                              if k not in ("device", "threads", "init_from")}
@@ -61,7 +67,9 @@ class RunConfig:
         allowed = {"out_dir", "data_dir"}
         if set(changes) - allowed:
             raise ValueError(f"only {allowed} can change without resolving again")
-        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, **changes))
+        moved = dataclasses.replace(self, spec=dataclasses.replace(self.spec, **changes))
+        object.__setattr__(moved, "_run_id", self.run_id())  # the same run: its id is not computed again
+        return moved
 
     def to_json(self) -> dict:
         return {"spec": self.spec.to_json(), "model": asdict(self.model), "train": asdict(self.train),
@@ -82,12 +90,13 @@ class RunConfig:
 
 
 def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
-    """Apply preset and overrides; derive what depends on the data (vocabulary, context in tokens)."""
+    """Apply preset and overrides; derive what depends on the data (vocabulary, context in tokens). ``spec`` is
+    validated (``validate_spec``: its overrides are typed already)."""
     from bench.engine.presets import get_preset
     from bench.models import make_config
 
     preset = get_preset(spec.model, spec.preset)
-    overrides = parse_overrides(spec.model, spec.overrides)
+    overrides = spec.overrides
     model_keys, _ = allowed_keys(spec.model)
     model_values = {**preset["model"], **{k: v for k, v in overrides.items() if k in model_keys}}
     train = _train_config(preset["train"], {k: v for k, v in overrides.items() if k not in model_keys}, facts)

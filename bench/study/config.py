@@ -58,6 +58,8 @@ class MatrixConfig:
     default_match: str
     corpora: dict[str, dict] = field(default_factory=dict)
     pretrained: list[dict] = field(default_factory=list)  # [[pretrained]] entries, checked
+    # every cell's (and phase's) validated spec, by cell label and phase name: filled once by grid.load_config
+    cell_specs: dict[tuple[str, str | None], Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 def _grid(table: dict, path: Path, where: str) -> dict[str, list]:

@@ -171,7 +171,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
         settings = WorkerSettings(log_to_file=False, show_progress=show_progress, threads=threads)
         for pending in todo:
             try:
-                records = run_chain([r.config.to_json() for r in pending], settings)
+                records = run_chain([r.config for r in pending], settings)
             except (TrainingInterrupted, KeyboardInterrupt):
                 yield pending, _records_on_disk(pending)
                 raise KeyboardInterrupt from None

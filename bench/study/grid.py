@@ -13,6 +13,7 @@ A cell is one point of the grid (``model``, ``preset``, ``tokenizer``, ``dataset
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from pathlib import Path
@@ -70,9 +71,20 @@ def match_overrides(config: MatrixConfig, match: str) -> dict:
     return out
 
 
-def cell_spec(config: MatrixConfig, cell: dict, phase: dict | None, init_from: str | None) -> RunSpec:
+def cell_spec(config: MatrixConfig, cell: dict, phase: dict | None, init_from: str | None = None) -> RunSpec:
     """The validated spec of one cell (and phase): shared settings, then the matching rule's budget and
-    context, then per-model, per-tokenizer, the cell's own axes and the phase's settings."""
+    context, then per-model, per-tokenizer, the cell's own axes and the phase's settings; validated once
+    (``load_config`` checks every cell), a phase's ``init_from = "previous"`` set to ``init_from`` after."""
+    key = (cell_label(cell), phase["name"] if phase else None)
+    if key not in config.cell_specs:
+        config.cell_specs[key] = _validated_cell_spec(config, cell, phase)
+    spec = config.cell_specs[key]
+    if phase and phase.get("init_from") == "previous" and init_from:
+        spec = dataclasses.replace(spec, overrides={**spec.overrides, "init_from": init_from})
+    return spec
+
+
+def _validated_cell_spec(config: MatrixConfig, cell: dict, phase: dict | None) -> RunSpec:
     overrides: dict[str, Any] = {k: v for k, v in config.shared.items() if k != "preset"}
     overrides.update(match_overrides(config, cell["match"]))
     overrides.update(config.per_model.get(cell["model"], {}))
@@ -80,8 +92,6 @@ def cell_spec(config: MatrixConfig, cell: dict, phase: dict | None, init_from: s
     overrides.update({k: v for k, v in cell.items() if k not in CORE_AXES})
     if phase:
         overrides.update({k: v for k, v in phase.items() if k not in ("name", "init_from")})
-        if phase.get("init_from") == "previous" and init_from:
-            overrides["init_from"] = init_from
     try:
         spec = RunSpec(model=cell["model"], preset=cell["preset"],
                        tokenizer=_pretrained_path(str(cell["tokenizer"]), config.path.parent),
@@ -102,7 +112,7 @@ def _pretrained_path(scheme: str, config_dir: Path) -> str:
 
 def cell_specs(config: MatrixConfig) -> list[RunSpec]:
     """Every cell and phase as a spec: checks the whole config before any data is touched."""
-    return [cell_spec(config, cell, phase, None) for cell in expand(config) for phase in config.phases or [None]]
+    return [cell_spec(config, cell, phase) for cell in expand(config) for phase in config.phases or [None]]
 
 
 def cell_label(cell: dict) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.engine.distributed import Ranks
+from bench.engine.resolve import RunConfig
 from bench.engine.result import RunStatus
 from bench.run_files import ERROR, TRAIN_LOG
 from bench.study.run_status import RunRecord, failure_text, locked_record
@@ -56,19 +57,20 @@ def _note_interrupt(signum, frame) -> None:
     _INTERRUPTED.set()
 
 
-def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
-    """Execute runs one after another (a cell's phases); stop at the first that does not finish."""
+def run_chain(configs: list[RunConfig | dict], settings: WorkerSettings) -> list[RunRecord]:
+    """Execute runs one after another (a cell's phases); stop at the first that does not finish. A run's
+    configuration comes as it is (in this process) or as JSON (from another), checked against its run id."""
     if settings.threads:
         from bench.engine.device import use_threads
 
         use_threads(settings.threads)
     records = []
-    for config_json in configs:
+    for config in configs:
         if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
             os._exit(1)
         _RUNNING.set()
         try:
-            record = run_recorded(config_json, settings)
+            record = run_recorded(config, settings)
         finally:
             _RUNNING.clear()
         records.append(record)
@@ -77,12 +79,10 @@ def run_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
     return records
 
 
-def run_recorded(config_json: dict, settings: WorkerSettings) -> RunRecord:
+def run_recorded(config: RunConfig | dict, settings: WorkerSettings) -> RunRecord:
     """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
     another process is training is left alone and reported as running."""
-    from bench.engine.resolve import RunConfig
-
-    config = RunConfig.from_json(config_json)
+    config = config if isinstance(config, RunConfig) else RunConfig.from_json(config)
     run_dir = Path(config.spec.out_dir)
     if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
         return _attempt(config, run_dir, settings, main=False)

@@ -1,0 +1,75 @@
+"""A run is resolved once: in a matrix run here (one process), each run's spec is validated once, its overrides
+parsed once, its run id computed once, and each split file hashed once in all (a hash is checked again only in
+another process, where the file is opened anew)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+import bench.data.store as store
+import bench.engine.run as run_module
+import bench.engine.spec as spec_module
+import bench.study.grid as grid
+from bench.engine.resolve import RunConfig
+from bench.study.execute import run_matrix
+
+CONFIG = """[matrix]
+name = "twice"
+match = "tokens"
+[axes]
+model = ["lstm"]
+tokenizer = ["byte", "char"]
+dataset = ["toy"]
+seed = [0, 1]
+[budget]
+tokens = 128
+[context]
+tokens = 16
+[shared]
+preset = "tiny"
+emsize = 8
+nhid = 8
+batch_size = 4
+eval_every = 0
+final_eval_splits = "test"
+"""
+
+
+@pytest.fixture()
+def counted(monkeypatch):
+    counts = collections.Counter()
+
+    def counting(label, function):
+        def wrapper(*args, **kwargs):
+            counts[label] += 1
+            return function(*args, **kwargs)
+        return wrapper
+
+    validate = counting("validate_spec", spec_module.validate_spec)
+    for module in (grid, run_module):
+        monkeypatch.setattr(module, "validate_spec", validate)
+    monkeypatch.setattr(spec_module, "parse_overrides", counting("parse_overrides", spec_module.parse_overrides))
+    monkeypatch.setattr(RunConfig, "_hash", counting("run id", RunConfig._hash))
+    original = store.sha256_file
+
+    def split_hash(path):
+        counts[f"hash {path.name}"] += 1
+        return original(path)
+
+    monkeypatch.setattr(store, "sha256_file", split_hash)
+    monkeypatch.setattr(store, "_HASHED", {})
+    return counts
+
+
+def test_a_matrix_resolves_each_run_once(tmp_path, make_toy_corpus, counted):
+    data_dir = make_toy_corpus(tmp_path)
+    config = tmp_path / "twice.toml"
+    config.write_text(CONFIG)
+    outcome = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    runs = sum(len(chain) for chain in outcome.chains)
+    assert runs == 4 and outcome.counts.get("done") == 4
+    assert counted["validate_spec"] == counted["parse_overrides"] == counted["run id"] == runs
+    assert {k: v for k, v in counted.items() if k.startswith("hash")} == {
+        "hash train.txt": 1, "hash valid.txt": 1, "hash test.txt": 1}
