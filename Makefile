@@ -8,7 +8,7 @@ TORCH_VERSION ?= 2.13.0
 # The corpus mirror used when there is no internet (CI and these machines have one beside the checkout).
 MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
 
-.PHONY: setup test demo gpu clean
+.PHONY: setup test demo gpu mutation clean
 
 setup: $(STAMP)
 
@@ -40,5 +40,12 @@ OUT   ?= gpu-out
 gpu: $(STAMP)
 	PYTHON=$(BIN)/python ./scripts/gpu/runbook.sh $(STAGE) $(OUT)
 
+# Mutation testing of the core modules ([tool.mutmut] in pyproject.toml; not in CI). It resumes where it stopped;
+# the survivors: $(BIN)/mutmut results, one of them: $(BIN)/mutmut show NAME.
+mutation: $(STAMP)
+	$(BIN)/pip install -q 'mutmut>=3.8,<4'
+	BENCH_DATA_MIRROR=$(abspath $(MIRROR)) $(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache mutants

@@ -71,7 +71,10 @@ def normalize_counts(total_nll_nats: float, n_tokens: int, n_bytes: int, n_chars
     def exp(x: float) -> float:
         if math.isnan(x):
             return math.nan
-        return math.exp(x) if x < 709.0 else math.inf
+        try:
+            return math.exp(x)
+        except OverflowError:  # beyond a float (x > 709.78): a perplexity too large to write, not an error
+            return math.inf
 
     return {
         "total_nll_nats": float(total_nll_nats),

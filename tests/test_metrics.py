@@ -103,3 +103,25 @@ def test_enwik8s_published_bpc_is_named_as_bits_per_byte_with_the_bytes_per_char
 def test_tokens_per_byte_is_tokens_over_bytes():
     result = normalize_counts(10.0, 30, n_bytes=120, n_chars=100, n_words=20, n_lines=2)
     assert result["tokens_per_byte"] == 0.25 and result["bits_per_token"] == pytest.approx(10.0 / LN2 / 30)
+
+
+def test_the_edges_of_what_normalize_accepts():
+    assert normalize(0.0, "", n_tokens=0)["total_nll_bits"] == 0.0  # an empty text scored by no token
+    assert normalize(0.0, "abc", n_tokens=3)["bits_per_byte"] == 0.0  # a model that is always right
+    assert normalize(0.5, "abc", n_tokens=3)["bits_per_byte"] == pytest.approx(0.5 / LN2 / 3)
+    with pytest.raises(ValueError, match="finite non-negative total NLL and n_tokens >= 0"):
+        normalize(-0.1, "abc", n_tokens=3)
+
+
+def test_a_perplexity_is_infinite_only_beyond_a_float():
+    finite = normalize_counts(709.5, 1, n_bytes=1, n_chars=1, n_words=1, n_lines=0)["word_perplexity"]
+    assert finite == pytest.approx(math.exp(709.5)) and math.isfinite(finite)
+    assert math.isinf(normalize_counts(710.0, 1, n_bytes=1, n_chars=1, n_words=1, n_lines=0)["word_perplexity"])
+    assert math.isnan(normalize_counts(1.0, 0, n_bytes=0, n_chars=0, n_words=0, n_lines=0)["tokens_per_byte"])
+
+
+def test_the_bytes_per_character_of_each_split_are_listed():
+    from bench.metrics import field_convention
+
+    metrics = {"test": {"n_bytes": 5_000_000, "n_chars": 4_979_247}, "valid": {"n_bytes": 100, "n_chars": 100}}
+    assert field_convention("enwik8", metrics).endswith("(bytes per character: test 1.0042, valid 1.0000)")
