@@ -108,3 +108,24 @@ def test_default_threads_share_the_free_cores_and_honour_omp_num_threads(monkeyp
     assert device.default_threads(jobs=2) == 3
     with pytest.raises(ValueError, match="threads must be positive"):
         TrainConfig(threads=0)
+
+
+def test_a_pretrained_tokenizer_is_identified_by_its_file_not_where_it_lies():
+    def run_id(scheme: str, tokenizer_hash: str = "cd" * 32) -> str:
+        facts = DataFacts(**{**FACTS.to_json(), "scheme": scheme, "tokenizer_hash": tokenizer_hash})
+        spec = RunSpec(model="lstm", preset="tiny", tokenizer=scheme, dataset="wikitext-2", seed=3, overrides={})
+        return resolve(validate_spec(spec), facts).run_id()
+
+    assert run_id("hf:/one/place/tokenizer.json") == run_id("hf:/another:place/tokenizer.json")
+    assert run_id("hf:/one/place/tokenizer.json") != run_id("spm:/one/place/tokenizer.json")  # another library
+    assert run_id("hf:/one/place/tokenizer.json") != run_id("hf:/one/place/tokenizer.json", "ef" * 32)
+
+
+def test_init_from_is_identified_by_the_run_and_the_checkpoint_not_their_folder():
+    def run_id(init_from: str) -> str:
+        return resolved("lstm", init_from=init_from).run_id()
+
+    assert run_id("/x/results/run-abc") == run_id("/elsewhere/run-abc") != run_id("/x/results/run-abd")
+    assert run_id("/x/results/run-abc/best.pt") == run_id("/y/run-abc/best.pt")
+    assert len({run_id("/x/run-abc/best.pt"), run_id("/x/run-abc/checkpoint.pt"), run_id("/x/run-abd/best.pt"),
+                run_id("/x/run-abc")}) == 4

@@ -59,7 +59,7 @@ class RunConfig:
             start = Path(train["init_from"])
             train["init_from"] = "/".join(start.parts[-2:]) if start.suffix == ".pt" else start.name
         content = {"spec": spec, "model": asdict(self.model), "train": train, "data": self.data.identity()}
-        blob = json.dumps(content, sort_keys=True, default=str).encode()
+        blob = json.dumps(content, sort_keys=True).encode()  # JSON values only, as spec.json holds them
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def with_spec(self, **changes) -> "RunConfig":
