@@ -52,9 +52,9 @@ def model_of(name: str):
 
 
 def plain_nll(model, ids: np.ndarray, streams: int, chunk: int, window: int | None, bos: int = BOS
-              ) -> tuple[float, int]:
-    """Total NLL (nats) and the number of tokens scored, token by token."""
-    total, scored = 0.0, 0
+              ) -> tuple[float, int, list[float]]:
+    """Total NLL (nats), the number of tokens scored and each token's NLL in text order, token by token."""
+    losses: list[float] = []
     pieces = np.array_split(np.asarray(ids, dtype=np.int64), min(streams, len(ids)))
     longest = max(len(piece) for piece in pieces)  # the pieces are read side by side, chunk by chunk
     with torch.no_grad():
@@ -70,9 +70,8 @@ def plain_nll(model, ids: np.ndarray, streams: int, chunk: int, window: int | No
                     first = max(0, start - (window - length))
                     hidden, _ = model(torch.tensor([inputs[first:i + 1]]), None)
                 log_p = F.log_softmax(model.logits(hidden[0, -1]).double(), dim=-1)  # float32 for a run's model
-                total -= float(log_p[target])
-                scored += 1
-    return total, scored
+                losses.append(-float(log_p[target]))
+    return math.fsum(losses), len(losses), losses
 
 
 @pytest.mark.parametrize("name, streams, chunk", [
@@ -84,7 +83,7 @@ def test_evaluate_ids_equals_the_plain_loop(name, streams, chunk):
     model = model_of(name)
     ids = np.random.default_rng(7).integers(1, V, size=61)
     window = model.config.context if name == "transformer" else None
-    expected, scored = plain_nll(model, ids, streams, chunk, window)
+    expected, scored, _ = plain_nll(model, ids, streams, chunk, window)
     result = evaluate_ids(model, ids, BOS, EvalLayout(streams=streams, chunk=chunk, window=window),
                           torch.device("cpu"), keep_token_nll=True)
     assert result.n_tokens == scored == len(ids)
@@ -106,16 +105,19 @@ def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, mak
     run = tmp_path / "run"
     train(RunSpec(model=model_name, preset="tiny", tokenizer="bpe:300", dataset="toy", seed=0,
                   overrides=dict(small, batch_size=4, bptt=16, max_steps=3, eval_every=0, eval_streams=3,
-                                 final_eval_splits="test"), data_dir=str(data_dir), out_dir=str(run)),
+                                 final_eval_splits="test", dump_token_losses=True), data_dir=str(data_dir),
+                  out_dir=str(run)),
           show_progress=False)
     recorded = json.loads((run / "result.json").read_text())["metrics"]["test"]
     loaded = load_model(run / "checkpoint.pt", "cpu")
     model = loaded.model.eval()
     ids = np.asarray(encoded_split(loaded.tokenizer, open_split("toy", "test", data_dir), data_dir))
     layout = recorded_layout = json.loads((run / "result.json").read_text())["evaluation"]["layout"]
-    expected, scored = plain_nll(model, ids, layout["streams"], layout["chunk"], layout["window"],
-                                 loaded.tokenizer.bos_id)
+    expected, scored, losses = plain_nll(model, ids, layout["streams"], layout["chunk"], layout["window"],
+                                         loaded.tokenizer.bos_id)
     assert recorded["n_tokens"] == scored
+    dumped = np.load(run / "token_nll.test.npy")  # each token's loss, in text order
+    assert dumped.shape == (scored,) and np.allclose(dumped, losses, rtol=1e-4, atol=1e-5)
     assert math.isclose(recorded["total_nll_nats"], expected, rel_tol=1e-5)  # the run scored in float32
     again = evaluate_checkpoint(run, "test", data_dir)
     assert again.metrics.total_nll_nats == recorded["total_nll_nats"] and again.layout == recorded_layout
