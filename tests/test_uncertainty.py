@@ -215,3 +215,30 @@ def test_perplexities_over_seeds_are_the_perplexity_of_the_mean_loss():
     text = row["word ppl"]
     assert text.startswith(f"{geometric:,.1f} [") and "-" not in text and "±" not in text
     assert row["token ppl"] == "8.0000 [8.0000, 8.0000]"  # no spread over seeds
+
+
+def test_edges_of_the_seed_statistics():
+    from scipy import stats
+
+    from bench.study.uncertainty import seeds_needed
+
+    mean, half = seed_interval([1.0, 1.2])  # two seeds already give an interval
+    assert mean == pytest.approx(1.1) and half == pytest.approx(stats.t.ppf(0.975, 1) * 0.1)  # sd 0.1414 / sqrt(2)
+    assert seed_interval([1, 2])[0] == 1.5 and isinstance(seed_interval([1, 2])[1], float)
+    assert seeds_needed(0.0) == 2  # no spread between seeds: the fewest a t-test takes
+    assert seeds_needed(0.01) == 17 and seeds_needed(0.02) == 64  # Cohen's d = 1 and 0.5 at the defaults
+    assert seeds_needed(0.02, most=64) == 64 and seeds_needed(0.02, most=63) is None
+    assert holm([0.6, 0.7]) == [1.0, 1.0]  # 2 x 0.6 capped at 1
+
+
+def test_the_document_interval_is_reproducible_and_a_percentile_interval():
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(500, 5_000, size=40).astype(float)
+    runs = [TextLosses(sizes * rng.uniform(0.8, 1.6, size=40), sizes) for _ in range(2)]
+    first = document_interval(runs)
+    assert document_interval(runs) == first  # the same draws every time
+    bits = np.stack([r.bits for r in runs])
+    draws = np.random.default_rng(0).integers(0, 40, size=(4000, 40))
+    resampled = (bits[:, draws].sum(axis=-1) / sizes[draws].sum(axis=-1)).mean(axis=0)
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    assert first == pytest.approx((low, high), abs=0.02)  # a percentile interval of 4,000 resamples, not BCa
