@@ -301,3 +301,30 @@ class _Dropping:
 
     def decode(self, ids):
         return self.inner.decode(ids)[:-self.drop]
+
+
+@pytest.mark.parametrize("scheme", LOSSLESS)
+def test_characters_per_token_on_undecodable_bytes_and_on_nothing(trained, scheme):
+    raw = "ab 東京".encode()[:-1] + b"\xff x\xfe" + "é".encode()[:1]  # a character cut, stray bytes
+    text = raw.decode("utf-8", "surrogateescape")
+    tok = trained[scheme]
+    ids = tok.encode(text)
+    counts = tok.char_lengths(ids)
+    assert counts.dtype == np.int32 and counts.sum() == len(text)  # each undecodable byte is one character
+    begins = np.cumsum(counts) - counts  # the characters before each token are those of the tokens before it
+    pieces = tok.byte_lengths(ids)
+    text_offsets = np.cumsum(pieces) - pieces
+    from tokenizers_study.text import char_byte_offsets
+
+    char_starts = char_byte_offsets(text)[:-1]
+    assert list(begins) == [int(np.searchsorted(char_starts, offset)) for offset in text_offsets]
+    empty = tok.char_lengths(np.zeros(0, dtype=np.int32))
+    assert empty.shape == (0,) and empty.dtype == np.int32
+
+
+def test_a_lossy_decoding_reports_the_words_and_bytes_it_loses_and_where(trained):
+    tok = trained["byte"]
+    text = "a text ending in abc"
+    report = type(tok).loss_report(_Dropping(tok, 3), text, tok.encode(text))
+    assert (report.lossless, report.lost_words, report.lost_bytes) == (False, 1, 3)
+    assert report.detail == "decoding differs from the text at character 17"
