@@ -129,3 +129,18 @@ def test_init_from_is_identified_by_the_run_and_the_checkpoint_not_their_folder(
     assert run_id("/x/results/run-abc/best.pt") == run_id("/y/run-abc/best.pt")
     assert len({run_id("/x/run-abc/best.pt"), run_id("/x/run-abc/checkpoint.pt"), run_id("/x/run-abd/best.pt"),
                 run_id("/x/run-abc")}) == 4
+
+
+def test_each_budget_unit_in_tokens_and_steps():
+    def planned(**limits):
+        budget = Budget.of(TrainConfig(**limits))
+        return budget.planned_tokens(4.0, 10_000, 64.0, flops_per_token=2e6), budget.planned_steps(
+            4.0, 10_000, 64.0, flops_per_token=2e6)
+
+    assert planned(max_tokens=1000) == (1000, 16)  # 1000 / 64 = 15.6: the step that reaches it
+    assert planned(max_steps=10) == (640, 10)
+    assert planned(max_epochs=2.0) == (20_000, 313)
+    assert planned(max_train_chars=400) == (100, 2)
+    assert planned(max_train_flops=2e9) == (1000, 16)
+    assert planned(max_tokens=1280, max_steps=30) == (1280, 20)  # the first limit reached
+    assert Budget.of(TrainConfig(max_train_flops=2e9)).planned_tokens(4.0, 10_000, 64.0) is None  # FLOPs unknown
