@@ -46,8 +46,9 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
-            if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if node.level:  # relative: up from this module's package
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
             names = [f"{base}.{alias.name}" for alias in node.names] + [base]
         else:
             continue
