@@ -242,3 +242,24 @@ def test_the_document_interval_is_reproducible_and_a_percentile_interval():
     resampled = (bits[:, draws].sum(axis=-1) / sizes[draws].sum(axis=-1)).mean(axis=0)
     low, high = np.percentile(resampled, [2.5, 97.5])
     assert first == pytest.approx((low, high), abs=0.02)  # a percentile interval of 4,000 resamples, not BCa
+
+
+@pytest.mark.parametrize("a, b", [([1.10, 1.13, 1.12], [1.20, 1.24, 1.19, 1.22]), ([2.0, 2.5], [1.0, 1.1, 1.05])])
+def test_a_seeds_only_comparison_is_welchs_t_test(a, b):
+    from scipy import stats
+
+    result = compare(dict(enumerate(a)), dict(enumerate(b)))
+    welch = stats.ttest_ind(a, b, equal_var=False)
+    interval = welch.confidence_interval(0.95)
+    assert result.difference == pytest.approx(np.mean(a) - np.mean(b), abs=1e-12)
+    assert result.p_value == pytest.approx(welch.pvalue, rel=1e-9)
+    assert (result.low, result.high) == pytest.approx((interval.low, interval.high), rel=1e-9)
+    assert result.test == f"Welch t, {len(a)} and {len(b)} unpaired seeds"
+    assert result.interval.startswith(f"Welch t over seeds (df {welch.df:.1f})")
+
+
+def test_a_comparison_without_variation_or_with_one_seed():
+    same = compare({0: 1.0, 1: 1.0}, {0: 0.5, 1: 0.5})
+    assert (same.difference, same.low, same.high, same.p_value) == (0.5, 0.5, 0.5, None)
+    one = compare({0: 1.0}, {0: 0.5, 1: 0.6})
+    assert (one.low, one.high, one.p_value, one.interval) == (None, None, None, "")  # no test from one model
