@@ -24,7 +24,7 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 
-from tokenizers_study.text import char_byte_offsets, text_bytes
+from tokenizers_study.text import UNDECODABLE, char_byte_offsets, text_bytes
 
 FORMAT_VERSION = 1
 BOS = "<bos>"
@@ -168,10 +168,9 @@ class Tokenizer(ABC):
         lengths = self.byte_lengths(ids)
         pieces = self.pieces_text(ids)
         data = text_bytes(pieces)
-        try:  # valid UTF-8: a character begins at every byte that is not a continuation byte (10xxxxxx)
-            data.decode("utf-8")
+        if UNDECODABLE.search(pieces) is None:  # valid UTF-8: a character begins at every non-continuation byte
             begins = (np.frombuffer(data, dtype=np.uint8) & 0xC0) != 0x80
-        except UnicodeDecodeError:  # undecodable bytes are characters of their own (surrogateescape)
+        else:  # undecodable bytes are characters of their own (surrogateescape)
             begins = np.zeros(len(data), dtype=bool)
             begins[char_byte_offsets(pieces)[:-1]] = True
         # per token, the characters begun in its bytes; linear, and one byte per text byte at most (a corpus of

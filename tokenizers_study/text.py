@@ -8,10 +8,14 @@ can give a file back byte for byte.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+
+
+UNDECODABLE = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8, as read_text_exact holds it
 
 
 def read_text_exact(path: str | Path) -> str:

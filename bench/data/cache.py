@@ -106,7 +106,7 @@ def _write_encoded(path: Path, tokenizer: Tokenizer, ids: np.ndarray) -> None:
             with open(tmp, "wb") as f:
                 np.save(f, ids)
         # written after the ids: an entry without its digest (an interrupted write) is encoded again
-        write_text_atomic(_digest_path(path), f"{_digest(ids)} {len(ids)}\n")
+        write_text_atomic(_digest_path(path), f"{array_digest(ids)} {len(ids)}\n")
     except OSError as exc:
         path.unlink(missing_ok=True)  # ids without their digest would only be encoded again
         for folder in made:  # the cache folders this write made, innermost first: none is left empty
@@ -121,8 +121,9 @@ def _digest_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def _digest(ids: np.ndarray) -> str:
-    return hashlib.sha256(memoryview(np.ascontiguousarray(ids)).cast("B")).hexdigest()
+def array_digest(array: np.ndarray) -> str:
+    """sha256 of an array's bytes: what a cached array is checked against when it is read back."""
+    return hashlib.sha256(memoryview(np.ascontiguousarray(array)).cast("B")).hexdigest()
 
 
 def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
@@ -144,7 +145,7 @@ def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
         recorded = _digest_path(path).read_text().split()
     except OSError:
         recorded = []
-    if recorded != [_digest(ids), str(len(ids))]:
+    if recorded != [array_digest(ids), str(len(ids))]:
         _log(f"{path} does not match the digest written with it (cut short or changed); encoding again")
         return None
     return ids

@@ -61,9 +61,10 @@ def data_facts(encoded: EncodedCorpus, data_dir: Path) -> DataFacts:
         raise BenchError(f"{encoded.corpus} train split is too short to train on: {encoded.tokenizer.spec.name} "
                          f"encodes its {encoded.splits['train'].size:,} bytes as {train_tokens} token(s) (a tokenizer "
                          f"that maps the text to <unk> is not one for this corpus)")
+    train_chars = measure_split(encoded, "train", data_dir, chars=False).counts["n_chars"]
     return DataFacts(
         vocab_size=encoded.tokenizer.vocab_size, corpus=encoded.corpus, scheme=encoded.tokenizer.spec.name,
-        tokenizer_hash=encoded.tokenizer.hash, train_chars=measure_split(encoded, "train", data_dir).counts["n_chars"],
+        tokenizer_hash=encoded.tokenizer.hash, train_chars=train_chars,
         train_tokens=train_tokens, split_sha256={s: d.sha256 for s, d in encoded.splits.items()},
     )
 

@@ -11,7 +11,6 @@ be written is only measured again next time.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.data.cache import EncodedCorpus, encoded_path
+from bench.data.cache import EncodedCorpus, array_digest, encoded_path
 from bench.fileio import atomic_path, write_text_atomic
 from tokenizers_study.text import text_counts
 
@@ -34,12 +33,13 @@ class SplitMeasures:
     chars: np.ndarray | None  # train: the characters of the text each token covers (int32)
 
 
-def measure_split(encoded: EncodedCorpus, split: str, data_dir: Path) -> SplitMeasures:
-    """The split's measures, from the cache or measured now (and cached)."""
+def measure_split(encoded: EncodedCorpus, split: str, data_dir: Path, chars: bool = True) -> SplitMeasures:
+    """The split's measures, from the cache or measured now (and cached); ``chars=False``: a cached train split's
+    without the characters of its tokens (its counts are all the data's facts need)."""
     ids = encoded.ids[split]
     base = encoded_path(data_dir, encoded.splits[split], encoded.tokenizer)
     json_path, chars_path = base.with_name(base.name + ".measures.json"), base.with_name(base.name + ".chars.npy")
-    cached = _load(json_path, chars_path, len(ids), split == "train")
+    cached = _load(json_path, chars_path, len(ids), split == "train", chars)
     if cached is not None:
         return cached
     text = encoded.splits[split].read_text()
@@ -52,19 +52,15 @@ def measure_split(encoded: EncodedCorpus, split: str, data_dir: Path) -> SplitMe
     return measures
 
 
-def _digest(array: np.ndarray) -> str:
-    return hashlib.sha256(memoryview(np.ascontiguousarray(array)).cast("B")).hexdigest()
-
-
-def _load(json_path: Path, chars_path: Path, n_tokens: int, train: bool) -> SplitMeasures | None:
+def _load(json_path: Path, chars_path: Path, n_tokens: int, train: bool, with_chars: bool) -> SplitMeasures | None:
     try:
         entry = json.loads(json_path.read_text())
         if entry.get("version") != VERSION:
             return None
         chars = None
-        if train:
+        if train and with_chars:
             chars = np.load(chars_path)
-            if chars.dtype not in STORED or chars.shape != (n_tokens,) or _digest(chars) != entry["chars_sha256"]:
+            if chars.dtype not in STORED or chars.shape != (n_tokens,) or array_digest(chars) != entry["chars_sha256"]:
                 return None
             chars = chars.astype(np.int32)
         counts = {k: int(entry["counts"][k]) for k in ("n_bytes", "n_chars", "n_words", "n_lines")}
@@ -84,7 +80,7 @@ def _save(json_path: Path, chars_path: Path, measures: SplitMeasures) -> None:
             stored = measures.chars.astype(next(t for t in STORED if most <= np.iinfo(t).max))
             with atomic_path(chars_path) as scratch, open(scratch, "wb") as handle:
                 np.save(handle, stored)
-            entry["chars_sha256"] = _digest(stored)
+            entry["chars_sha256"] = array_digest(stored)
         write_text_atomic(json_path, json.dumps(entry) + "\n")  # after the chars: an entry is whole or absent
     except OSError as exc:  # a read-only data folder: measured again next time
         print(f"could not cache the measures of {json_path.name} ({exc.strerror or exc}); they are measured again "

@@ -47,9 +47,8 @@ class _Article:
     def __init__(self, title: str, lines: list[str], common: set[str]):
         self.title = title
         self.lines = [line.strip().split(" ") for line in lines]
-        self.replaceable = [np.array([i for i, w in enumerate(words) if w.isalpha() and w not in common
-                                      and not line.lstrip().startswith("=")], dtype=np.int64)
-                            for words, line in zip(self.lines, lines)]
+        self.replaceable = [np.array([i for i, w in enumerate(words) if w.isalpha() and w not in common],
+                                     dtype=np.int64) for words in self.lines]  # (headings are written as they are)
 
 
 def wikitext103_like_articles(source: str, seed: int) -> Iterator[str]:

@@ -23,6 +23,7 @@ from bench.errors import BenchError
 from tokenizers_study import Tokenizer
 from tokenizers_study.text import text_counts
 
+
 @dataclass
 class PreparedCorpus:
     """A corpus under one tokenization with the text counts of each split."""

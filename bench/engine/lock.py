@@ -20,7 +20,6 @@ from bench.errors import BenchError
 from bench.run_files import LOCK
 
 
-
 class RunLocked(BenchError):
     """Another live process holds the run's lock."""
 

@@ -103,7 +103,7 @@ def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
     if "context" in model_keys and "context" not in overrides:
         model_values["context"] = train.bptt  # a model with a window (the Transformer): the training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
-    _check_layout(spec.model, model, train, facts)
+    _check_layout(model, train, facts)
     _check_runtime(train)
     _check_budget_size(spec.model, model, train, facts)
     return RunConfig(spec, model, train, facts)
@@ -187,7 +187,7 @@ def check_eval_chunk(chunk: int | None, window: int | None, setting: str) -> Non
                          f"evaluation window; use at most {window}")
 
 
-def _check_layout(model_name: str, model, train: TrainConfig, facts: DataFacts) -> None:
+def _check_layout(model, train: TrainConfig, facts: DataFacts) -> None:
     """What would otherwise fail once training or evaluation starts."""
     window = getattr(model, "context", None)  # a model that sees a window of tokens (the Transformer)
     if window is not None:

@@ -21,10 +21,10 @@ Version 1 files (no ``schema_version``, status "completed") are read as version 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 import typing
-import dataclasses
 from dataclasses import asdict, dataclass, fields, is_dataclass
 from enum import StrEnum
 from pathlib import Path

@@ -37,7 +37,6 @@ from bench.ownership import claim_run_folder
 from bench.run_files import BEST, CHECKPOINT, RESULT, SPEC, TOKENIZER
 
 
-
 def default_run_dir(config: RunConfig) -> Path:
     """``runs/<model>-<preset>-<tokenizer>-<dataset>-s<seed>-<run id>``: another setting, another folder."""
     spec = config.spec

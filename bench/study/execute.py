@@ -32,7 +32,6 @@ from bench.study.runs_table import write_runs_table
 from bench.study.worker import WorkerSettings, init_worker, run_chain, worker_chain
 
 
-
 @dataclass
 class MatrixOutcome:
     config: MatrixConfig

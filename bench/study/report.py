@@ -35,6 +35,7 @@ from bench.study.report_tables import (closed_vocabulary_rows, main_table, margi
                                        power_line, pretrained_rows)
 from bench.study.runs_table import check_row, read_runs_table
 
+
 @dataclass
 class Study:
     """A matrix's runs as the report reads them."""

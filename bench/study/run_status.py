@@ -24,7 +24,6 @@ from bench.fileio import write_json_atomic
 from bench.run_files import CHECKPOINT, STATUS
 
 
-
 @dataclass
 class RunRecord:
     """The outcome of one attempt at a run."""
