@@ -6,6 +6,7 @@ through weight drop, the attention kernels, compilation, bit-exact resume, the
 output projection in float32, agreement with a CPU run within what bf16 allows.
 """
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -131,7 +132,8 @@ def test_a_cuda_run_agrees_with_a_cpu_run_of_the_same_spec(data_dir, tmp_path, p
 
 def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpus_text):
     transformers = pytest.importorskip("transformers")
-    from bench.engine.hf_eval import rolling_nll
+    from bench.engine.evaluation import EvalLayout, Scorer
+    from bench.models.pretrained import PretrainedLM
 
     config = transformers.GPT2Config(vocab_size=256, n_positions=256, n_embd=32, n_layer=2, n_head=2)
     torch.manual_seed(0)
@@ -140,9 +142,10 @@ def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpu
     configure(torch.device("cuda"))
     model = model.cuda().eval()
     ids = list(np.frombuffer(corpus_text.encode()[:3000], dtype=np.uint8))
-    exact = rolling_nll(model, ids, 0, 128, 64, 4, torch.device("cuda"))
-    mixed = rolling_nll(model, ids, 0, 128, 64, 4, torch.device("cuda"), torch.bfloat16)
-    assert mixed.sum() == pytest.approx(exact.sum(), rel=1e-2)
+    scorer = Scorer(PretrainedLM(model, 128), 0, EvalLayout(streams=4, chunk=64, window=128), torch.device("cuda"))
+    exact = scorer.score(np.asarray(ids)).total_nll_nats
+    mixed = dataclasses.replace(scorer, amp=torch.bfloat16).score(np.asarray(ids)).total_nll_nats
+    assert mixed == pytest.approx(exact, rel=1e-2)
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs for 2-process DDP with NCCL")

@@ -8,7 +8,7 @@ import socket
 import pytest
 import torch
 
-from bench.engine.hf_eval import HFEvalSettings, evaluate_pretrained, load_pretrained, rolling_nll
+from bench.engine.hf_eval import HFEvalSettings, evaluate_pretrained, load_pretrained
 
 pytest.importorskip("transformers")
 
@@ -49,7 +49,21 @@ def data_dir(tmp_path_factory, make_toy_corpus):
     return make_toy_corpus(tmp_path_factory.mktemp("hf-data"))
 
 
-def test_the_total_equals_a_direct_computation_and_every_token_counts_once(tiny_gpt2, data_dir, tmp_path):
+def scored(model, ids: list[int], start: int, window: int, stride: int, streams: int = 1,
+           amp: torch.dtype | None = None) -> float:
+    """The total NLL bench eval-hf's scorer gives (the tests of bench.engine.evaluation check it token by token
+    against a plain loop, a pretrained model included)."""
+    import numpy as np
+
+    from bench.engine.evaluation import EvalLayout, Scorer
+    from bench.models.pretrained import PretrainedLM
+
+    layout = EvalLayout(streams=streams, chunk=stride, window=window)
+    return Scorer(PretrainedLM(model, window), start, layout, torch.device("cpu"), amp).score(np.asarray(ids)
+                                                                                               ).total_nll_nats
+
+
+def test_one_window_equals_a_direct_computation_and_overlaps_are_not_projected(tiny_gpt2, data_dir):
     model, tokenizer = load_pretrained(tiny_gpt2, torch.device("cpu"))
     text = (data_dir / "toy" / "test.txt").read_text()[:3000]
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -58,29 +72,19 @@ def test_the_total_equals_a_direct_computation_and_every_token_counts_once(tiny_
     with torch.no_grad():
         logits = model(sequence).logits[0, :-1].double()
     direct = torch.nn.functional.cross_entropy(logits, sequence[0, 1:], reduction="sum").item()
-    whole = rolling_nll(model, ids, tokenizer.bos_token_id, 2048, 1024, 4, torch.device("cpu"))
-    assert whole.sum() == pytest.approx(direct, rel=1e-6)
+    assert scored(model, ids, tokenizer.bos_token_id, 2048, len(ids)) == pytest.approx(direct, rel=1e-6)
     projected = []
     model.get_output_embeddings().register_forward_hook(lambda module, args, out: projected.append(out.shape[1]))
-    strided = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 16, 4, torch.device("cpu"))
-    assert projected[0] == 64 and set(projected[1:-1]) == {17}  # overlapping positions are not projected
+    strided = scored(model, ids, tokenizer.bos_token_id, 64, 16)
+    # the positions of a window that overlap the previous chunk are not projected (the last chunk is the rest)
+    assert projected[:-1] == [16] * (len(ids) // 16) and projected[-1] == (len(ids) % 16 or 16)
+    assert strided == pytest.approx(direct, rel=0.05) and strided != pytest.approx(direct, rel=1e-9)
 
     class WithoutKeep(torch.nn.Module):  # a model that cannot skip positions: the same numbers
         def forward(self, inputs):
             return model(inputs)
 
-    assert rolling_nll(WithoutKeep(), ids, tokenizer.bos_token_id, 64, 16, 4, torch.device("cpu")).tolist() == \
-        pytest.approx(strided.tolist(), abs=1e-6)
-    assert strided.sum() == pytest.approx(direct, rel=0.05) and strided.sum() != pytest.approx(direct, rel=1e-9)
-    # Each token once, in the window its position falls in: windows begin every 16 positions, and the token at
-    # position p (the start token is position 0) is predicted by the first window that reaches it.
-    expected = []
-    with torch.no_grad():
-        for p in range(1, sequence.shape[1]):
-            begin = 0 if p < 64 else math.ceil((p - 63) / 16) * 16
-            logits = model(sequence[:, begin:p]).logits[0, -1].double()
-            expected.append(torch.nn.functional.cross_entropy(logits, sequence[0, p]).item())
-    assert strided.tolist() == pytest.approx(expected, abs=1e-5)
+    assert scored(WithoutKeep(), ids, tokenizer.bos_token_id, 64, 16) == pytest.approx(strided, rel=1e-6)
 
 
 def test_eval_hf_writes_a_result_of_the_trained_runs_schema(tiny_gpt2, data_dir, tmp_path, cli):
@@ -170,7 +174,8 @@ def test_a_matrix_scores_pretrained_models_beside_its_runs_and_reports_them(tiny
     rows = list(csv.DictReader(open(outcome.csv_path)))
     gpt2 = next(r for r in rows if r["model"] == "hf:gpt2-tiny")
     assert gpt2["match"] == "pretrained" and gpt2["seed"] == "" and gpt2["status"] == "done"
-    direct = evaluate_pretrained(HFEvalSettings(str(tiny_gpt2), "toy", "test", 32, 64, data_dir=str(data)))
+    direct = evaluate_pretrained(HFEvalSettings(str(tiny_gpt2), "toy", "test", stride=32, window=64,
+                                                data_dir=str(data)))
     assert float(gpt2["test_bits_per_byte"]) == pytest.approx(direct.metrics["test"].bits_per_byte, rel=1e-9)
     result = results / gpt2["run_dir"] / "result.json"
     written = result.stat().st_mtime_ns
@@ -187,9 +192,9 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
     ids = tokenizer((data_dir / "toy" / "test.txt").read_text()[:2000], add_special_tokens=False)["input_ids"]
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert model(torch.tensor([ids[:32]])).logits.dtype == torch.float32
-    exact = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 32, 4, torch.device("cpu"))
-    mixed = rolling_nll(model, ids, tokenizer.bos_token_id, 64, 32, 4, torch.device("cpu"), torch.bfloat16)
-    assert mixed.sum() == pytest.approx(exact.sum(), rel=1e-2) and mixed.sum() != exact.sum()
+    exact = scored(model, ids, tokenizer.bos_token_id, 64, 32, streams=4)
+    mixed = scored(model, ids, tokenizer.bos_token_id, 64, 32, streams=4, amp=torch.bfloat16)
+    assert mixed == pytest.approx(exact, rel=1e-2) and mixed != exact
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -200,7 +205,7 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
     (["--stride", "0"], ["--stride must be at least 1, not 0"]),
     (["--conventions", "harness"], ["--conventions", "lm-eval"]),
     (["--precision", "fp8"], ["--precision"]),
-    (["--batch-size", "0"], ["--batch-size"]),
+    (["--streams", "0"], ["--streams"]),
     (["--split", "dev"], ["--split"]),
 ])
 def test_eval_hf_refuses_bad_settings_in_one_line_and_writes_nothing(tiny_gpt2, data_dir, tmp_path, cli,

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.engine.evaluation import EvalLayout, evaluate_ids
+from bench.engine.evaluation import EvalLayout, Scorer
 from bench.models import build_model
 from bench.models.lstm import LSTMConfig
 from bench.models.sharnn import SHARNNConfig
@@ -79,16 +79,34 @@ def plain_nll(model, ids: np.ndarray, streams: int, chunk: int, window: int | No
     ("sha-rnn", 1, 5), ("sha-rnn", 3, 16),
     ("transformer", 1, 8), ("transformer", 2, 16), ("transformer", 3, 5), ("transformer", 1, 1),
 ])
-def test_evaluate_ids_equals_the_plain_loop(name, streams, chunk):
+def test_the_scorer_equals_the_plain_loop(name, streams, chunk):
     model = model_of(name)
     ids = np.random.default_rng(7).integers(1, V, size=61)
     window = model.config.context if name == "transformer" else None
     expected, scored, _ = plain_nll(model, ids, streams, chunk, window)
-    result = evaluate_ids(model, ids, BOS, EvalLayout(streams=streams, chunk=chunk, window=window),
-                          torch.device("cpu"), keep_token_nll=True)
+    scorer = Scorer(model, BOS, EvalLayout(streams=streams, chunk=chunk, window=window), torch.device("cpu"))
+    result = scorer.score(ids, keep_token_nll=True)
     assert result.n_tokens == scored == len(ids)
     assert math.isclose(result.total_nll_nats, expected, rel_tol=1e-9)
     assert math.isclose(float(result.token_nll.astype(np.float64).sum()), expected, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("streams, chunk", [(1, 8), (3, 5), (2, 16)])
+def test_a_pretrained_model_is_scored_like_the_plain_loop(streams, chunk):
+    """bench eval-hf's model behind the study's interface: the same layout, the same numbers."""
+    transformers = pytest.importorskip("transformers")
+    from bench.models.pretrained import PretrainedLM
+
+    torch.manual_seed(2)
+    config = transformers.GPT2Config(vocab_size=V, n_positions=64, n_embd=16, n_layer=2, n_head=2)
+    model = PretrainedLM(transformers.GPT2LMHeadModel(config).double().eval(), window=16)
+    ids = np.random.default_rng(5).integers(1, V, size=53)
+    expected, scored, _ = plain_nll(model, ids, streams, chunk, 16)
+    result = Scorer(model, BOS, EvalLayout(streams=streams, chunk=chunk, window=16), torch.device("cpu")).score(ids)
+    assert result.n_tokens == scored == len(ids)
+    # The scorer takes the logits in float32 (they are the model's output here, not hidden vectors to project):
+    # a token scored from another context would be off by far more.
+    assert math.isclose(result.total_nll_nats, expected, rel_tol=1e-7)
 
 
 @pytest.mark.parametrize("model_name", ["lstm", "transformer"])

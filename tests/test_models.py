@@ -172,16 +172,20 @@ def test_segments_with_carried_state_equal_one_pass(name, sizes):
     assert torch.allclose(whole, pieces, atol=1e-10)
 
 
-def test_transformer_sliding_window_keeps_at_most_context_tokens():
-    model = small("transformer")
+def test_transformer_sliding_window_keeps_exactly_the_context_before_a_chunk():
+    model = small("transformer")  # context 64
     tokens = torch.randint(0, V, (1, 200))
-    assert all(state.shape[1] <= 63 for state in states_along(model, tokens, 16))
-    # With a window, a token more than `context` back has no influence.
-    a = run_segments(model, tokens, [16] * 12)
+    assert [state.shape[1] for state in states_along(model, tokens, 16)] == [16, 32, 48] + [63] * 10
+    # A chunk of 16 sees the 48 tokens before it, no fewer and no more: each chunk equals one fresh forward pass
+    # over exactly those 64 positions.
+    segmented = run_segments(model, tokens, [16] * 12)
+    for start in range(0, 192, 16):
+        fresh, _ = model(tokens[:, max(0, start - 48):start + 16])
+        assert torch.allclose(segmented[:, start:start + 16], fresh[:, -16:], atol=1e-12)
+    # so a token more than `context` back has no influence
     changed = tokens.clone()
     changed[:, 0] = (changed[:, 0] + 1) % V
-    b = run_segments(model, changed, [16] * 12)
-    assert torch.equal(a[:, 100:], b[:, 100:])
+    assert torch.equal(segmented[:, 100:], run_segments(model, changed, [16] * 12)[:, 100:])
 
 
 # --------------------------------------------------------------------------- learning

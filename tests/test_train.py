@@ -148,11 +148,17 @@ def test_baselines_learn(data_dir, tmp_path, model):
 
 
 def test_final_numbers_can_come_from_one_stream(data_dir, tmp_path):
-    many = train(spec(data_dir, tmp_path / "many"), show_progress=False)
-    one = train(spec(data_dir, tmp_path / "one", final_eval_streams=1), show_progress=False)
+    many = train(spec(data_dir, tmp_path / "many", dump_token_losses=True), show_progress=False)
+    one = train(spec(data_dir, tmp_path / "one", final_eval_streams=1, dump_token_losses=True), show_progress=False)
     assert one.evaluation.layout["streams"] == 1 and many.evaluation.layout["streams"] == 4
-    assert one.metrics["test"].n_tokens == many.metrics["test"].n_tokens  # every token scored once either way
-    assert one.metrics["test"].total_nll_nats != many.metrics["test"].total_nll_nats  # no restarts from <bos>
+    n = one.metrics["test"].n_tokens
+    assert n == many.metrics["test"].n_tokens  # every token scored once either way
+    # The same weights (the same seed): the first quarter is one stream from <bos> in both layouts, and the
+    # one stream goes on where four streams restart from <bos>.
+    one_losses, many_losses = (np.load(tmp_path / run / "token_nll.test.npy") for run in ("one", "many"))
+    quarter = -(-n // 4)
+    assert np.allclose(one_losses[:quarter], many_losses[:quarter], rtol=1e-4, atol=1e-6)
+    assert not np.isclose(one_losses[quarter], many_losses[quarter], rtol=1e-3)
 
 
 def test_checkpoint_round_trip_and_eval_reproduces_the_result(data_dir, tmp_path):
@@ -330,7 +336,7 @@ def test_cli_train_eval_sample(data_dir, tmp_path, cli):
 
 
 def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, monkeypatch):
-    from bench.engine.evaluation import evaluate_ids, run_layout
+    from bench.engine.evaluation import Scorer, run_layout
     from bench.models.sharnn import SHARNN
 
     result = train(spec(data_dir, tmp_path / "run", max_steps=3), show_progress=False)
@@ -340,8 +346,8 @@ def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, mo
     monkeypatch.setattr(SHARNN, "logits", lambda self, hidden: seen.append(hidden.dtype) or original(self, hidden))
     ids = np.frombuffer((data_dir / "toy" / "test.txt").read_bytes()[:2000], dtype=np.uint8)
     layout = run_layout(model, 4, 16, 32, torch.bfloat16)
-    bf16 = evaluate_ids(model, ids, 256, layout, torch.device("cpu"), torch.bfloat16)
-    full = evaluate_ids(model, ids, 256, run_layout(model, 4, 16, 32), torch.device("cpu"), None)
+    bf16 = Scorer(model, 256, layout, torch.device("cpu"), torch.bfloat16).score(ids)
+    full = Scorer(model, 256, run_layout(model, 4, 16, 32), torch.device("cpu")).score(ids)
     assert layout.precision == "bfloat16 autocast" and result.evaluation.layout["precision"] == "float32"
     assert set(seen) == {torch.float32}  # the body ran in bf16, the projection did not
     assert bf16.total_nll_nats == pytest.approx(full.total_nll_nats, rel=2e-2)

@@ -259,7 +259,8 @@ def eval_hf_command(
     stride: Optional[int] = typer.Option(None, "--stride", help="Tokens between windows (default: half the "
                                          "window); every token is predicted once."),
     window: Optional[int] = typer.Option(None, "--window", help="Window length (default: the model's context)."),
-    batch_size: int = typer.Option(8, "--batch-size", help="Windows per forward pass."),
+    streams: int = typer.Option(8, "--streams", help="Pieces of the split scored side by side (a batch), each "
+                                "from the start token."),
     precision: str = typer.Option("auto", "--precision", help="auto (bf16 autocast on a GPU, float32 on the "
                                   "CPU), float32 or bfloat16; the output projection is always float32."),
     conventions: str = typer.Option("bench", "--conventions", help="bench, or lm-eval: also score it as "
@@ -281,8 +282,9 @@ def eval_hf_command(
                          f"WikiText; use a wikitext corpus or leave the option out")
     if split not in ("train", "valid", "test"):
         raise BenchError(f"--split must be train, valid or test, not {split!r}")
-    settings = HFEvalSettings(str(model_dir), dataset, split, stride, window, batch_size, conventions == "lm-eval",
-                              precision, str(data_dir) if data_dir else None)
+    settings = HFEvalSettings(model_dir=str(model_dir), dataset=dataset, split=split, stride=stride, window=window,
+                              streams=streams, lm_eval_conventions=conventions == "lm-eval", precision=precision,
+                              data_dir=str(data_dir) if data_dir else None)
     identity = identify(settings)
     folder = require_folder(out or default_out_dir(settings, identity.run_id), "--out")
     result = evaluate_pretrained(replace(settings, out_dir=str(folder)), identity)

@@ -80,3 +80,12 @@ def _as_tuple(value):
     if isinstance(value, list):
         return tuple(_as_tuple(v) for v in value)
     return value
+
+
+def load_weights(model: torch.nn.Module, state_dict: dict, source) -> None:
+    """The weights of a checkpoint (``source`` names it) into ``model``: the one way weights are loaded."""
+    try:
+        model.load_state_dict(state_dict)
+    except RuntimeError as exc:  # missing, unexpected or mis-shaped tensors
+        raise BenchError(f"the weights in {source} do not fit this model ({str(exc).splitlines()[0]} ...); use "
+                         f"weights of the same model and sizes (a damaged or edited checkpoint fits none)") from None

@@ -80,59 +80,77 @@ def stream_bounds(n: int, streams: int) -> list[tuple[int, int]]:
     return bounds
 
 
-@torch.no_grad()
-def evaluate_ids(model: LanguageModel, ids: np.ndarray, bos_id: int, layout: EvalLayout,
-                 device: torch.device, amp_dtype: torch.dtype | None = None,
-                 keep_token_nll: bool = False, max_tokens: int | None = None, ranks: Ranks = Ranks(),
-                 progress: TextIO | None = None, label: str = "") -> EvalResult:
-    """Total NLL of ``ids`` (the first ``max_tokens`` of them if given) under ``model``. Several processes
-    (``ranks``) score a block of the streams each and sum; every process gets the whole result. With
-    ``progress``: a bar on a terminal, else a line when it starts and one when it ends (a log file)."""
-    ids = np.asarray(ids[:max_tokens] if max_tokens else ids, dtype=np.int64)
-    n = len(ids)
-    start_time = time.perf_counter()
-    was_training = model.training
-    model.eval()
-    every_stream = stream_bounds(n, layout.streams)
-    bounds = every_stream[ranks.share(len(every_stream))]
-    longest = max((b - a for a, b in bounds), default=0)
-    inputs = np.full((len(bounds), longest), bos_id, dtype=np.int64)
-    targets = np.full((len(bounds), longest), -100, dtype=np.int64)  # -100: padding, not scored
-    for row, (a, b) in enumerate(bounds):
-        inputs[row, 0] = bos_id
-        inputs[row, 1:b - a] = ids[a:b - 1]
-        targets[row, :b - a] = ids[a:b]
-    inputs_t = torch.from_numpy(inputs).to(device)
-    targets_t = torch.from_numpy(targets).to(device)
-    token_nll = np.zeros((len(bounds), longest), dtype=np.float32) if keep_token_nll else None
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    scored = torch.zeros((), dtype=torch.int64, device=device)  # counted where scored: a skipped token shows
-    state = None
-    for t in _chunks(longest, layout.chunk, n, len(every_stream), progress if ranks.is_main else None, label):
-        x = inputs_t[:, t:t + layout.chunk]
-        y = targets_t[:, t:t + layout.chunk]
-        with autocast(device, amp_dtype):
-            hidden, state = model(x, state)
-        logits = model.logits(hidden.float())  # the output projection and softmax in float32, whatever the body ran in
-        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                              ignore_index=-100, reduction="none").view(y.shape)
-        total += nll.sum(dtype=torch.float64)
-        scored += (y != -100).sum()
+@dataclass(frozen=True)
+class Scorer:
+    """The one path from token ids to a split's metrics, for a trained run's validation and final evaluation,
+    ``bench eval`` and ``bench eval-hf`` (a pretrained model behind the same interface: bench.models.pretrained).
+    Several processes (``ranks``) score a block of the streams each and sum; every process gets the whole result.
+    With ``progress``: a bar on a terminal, else a line when it starts and one when it ends (a log file)."""
+
+    model: LanguageModel
+    bos_id: int  # the token the first token of each stream is predicted from
+    layout: EvalLayout
+    device: torch.device
+    amp: torch.dtype | None = None
+    ranks: Ranks = Ranks()
+    progress: TextIO | None = None
+
+    def split_metrics(self, ids: np.ndarray, counts: dict[str, int], lossless: bool, label: str = "",
+                      keep_token_nll: bool = False) -> tuple[SplitMetrics, EvalResult]:
+        """Every normalized metric of a whole split, from its total NLL; ``counts``: its text's."""
+        result = self.score(ids, keep_token_nll=keep_token_nll, label=label)
+        return SplitMetrics.score(result.total_nll_nats, result.n_tokens, counts, result.seconds, lossless), result
+
+    @torch.no_grad()
+    def score(self, ids: np.ndarray, keep_token_nll: bool = False, max_tokens: int | None = None,
+              label: str = "") -> EvalResult:
+        """Total NLL of ``ids`` (the first ``max_tokens`` of them if given)."""
+        model, layout, ranks, device = self.model, self.layout, self.ranks, self.device
+        ids = np.asarray(ids[:max_tokens] if max_tokens else ids, dtype=np.int64)
+        n = len(ids)
+        start_time = time.perf_counter()
+        was_training = model.training
+        model.eval()
+        every_stream = stream_bounds(n, layout.streams)
+        bounds = every_stream[ranks.share(len(every_stream))]
+        longest = max((b - a for a, b in bounds), default=0)
+        inputs = np.full((len(bounds), longest), self.bos_id, dtype=np.int64)
+        targets = np.full((len(bounds), longest), -100, dtype=np.int64)  # -100: padding, not scored
+        for row, (a, b) in enumerate(bounds):
+            inputs[row, 1:b - a] = ids[a:b - 1]
+            targets[row, :b - a] = ids[a:b]
+        inputs_t = torch.from_numpy(inputs).to(device)
+        targets_t = torch.from_numpy(targets).to(device)
+        token_nll = np.zeros((len(bounds), longest), dtype=np.float32) if keep_token_nll else None
+        total = torch.zeros((), dtype=torch.float64, device=device)
+        scored = torch.zeros((), dtype=torch.int64, device=device)  # counted where scored: a skipped token shows
+        state = None
+        progress = self.progress if ranks.is_main else None
+        for t in _chunks(longest, layout.chunk, n, len(every_stream), progress, label):
+            x = inputs_t[:, t:t + layout.chunk]
+            y = targets_t[:, t:t + layout.chunk]
+            with autocast(device, self.amp):
+                hidden, state = model(x, state)
+            logits = model.logits(hidden.float())  # the output projection and softmax in float32, whatever the body
+            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                  ignore_index=-100, reduction="none").view(y.shape)
+            total += nll.sum(dtype=torch.float64)
+            scored += (y != -100).sum()
+            if token_nll is not None:
+                token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
+        per_token = None
         if token_nll is not None:
-            token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
-    per_token = None
-    if token_nll is not None:
-        mine = [token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]
-        per_token = np.concatenate(sum(ranks.gather_objects(mine), []) or [np.zeros(0, dtype=np.float32)])
-    model.train(was_training)
-    total, scored = ranks.sum(total), int(ranks.sum(scored).item())
-    if scored != n:
-        raise AssertionError(f"evaluation scored {scored:,} of {n:,} tokens")  # the layout must score each once
-    used = dataclasses.replace(layout, streams=len(every_stream))  # fewer streams than asked on a short text
-    seconds = time.perf_counter() - start_time
-    if progress is not None and ranks.is_main and not progress.isatty():
-        print(f"evaluated {label}: {n:,} tokens in {seconds:,.1f} s", file=progress, flush=True)
-    return EvalResult(float(total.item()), scored, seconds, used, per_token)
+            mine = [token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]
+            per_token = np.concatenate(sum(ranks.gather_objects(mine), []) or [np.zeros(0, dtype=np.float32)])
+        model.train(was_training)
+        total, scored = ranks.sum(total), int(ranks.sum(scored).item())
+        if scored != n:
+            raise AssertionError(f"evaluation scored {scored:,} of {n:,} tokens")  # the layout must score each once
+        used = dataclasses.replace(layout, streams=len(every_stream))  # fewer streams than asked on a short text
+        seconds = time.perf_counter() - start_time
+        if progress is not None and not progress.isatty():
+            print(f"evaluated {label}: {n:,} tokens in {seconds:,.1f} s", file=progress, flush=True)
+        return EvalResult(float(total.item()), scored, seconds, used, per_token)
 
 
 def _chunks(longest: int, chunk: int, n: int, streams: int, progress: TextIO | None, label: str):
@@ -149,17 +167,14 @@ def _chunks(longest: int, chunk: int, n: int, streams: int, progress: TextIO | N
     return tqdm(offsets, desc=f"evaluating {label}", unit="chunk", file=progress, dynamic_ncols=True, leave=False)
 
 
-def evaluate_splits(model: LanguageModel, corpus: PreparedCorpus, layout: EvalLayout, device: torch.device,
-                    amp: torch.dtype | None, splits: tuple[str, ...], dump_dir: Path | None = None,
-                    ranks: Ranks = Ranks(), progress: TextIO | None = None) -> dict[str, SplitMetrics]:
-    """Every normalized metric of each split, from the total NLL over the whole split; with ``dump_dir``,
-    each token's NLL is saved as ``token_nll.<split>.npy`` there (by the main process)."""
+def evaluate_splits(scorer: Scorer, corpus: PreparedCorpus, splits: tuple[str, ...],
+                    dump_dir: Path | None = None) -> dict[str, SplitMetrics]:
+    """Every normalized metric of each split of a run's corpus; with ``dump_dir``, each token's NLL is saved as
+    ``token_nll.<split>.npy`` there (by the main process)."""
     out = {}
     for split in splits:
-        result = evaluate_ids(model, corpus.encoded.ids[split], corpus.tokenizer.bos_id, layout, device, amp,
-                              keep_token_nll=dump_dir is not None, ranks=ranks, progress=progress, label=split)
-        out[split] = SplitMetrics.score(result.total_nll_nats, result.n_tokens, corpus.counts[split],
-                                        result.seconds, corpus.lossless[split])
-        if dump_dir is not None and ranks.is_main:
+        out[split], result = scorer.split_metrics(corpus.encoded.ids[split], corpus.counts[split],
+                                                  corpus.lossless[split], split, keep_token_nll=dump_dir is not None)
+        if dump_dir is not None and scorer.ranks.is_main:
             np.save(dump_dir / token_losses(split), result.token_nll)
     return out

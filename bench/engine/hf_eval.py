@@ -1,11 +1,13 @@
 """``bench eval-hf MODEL``: a HuggingFace causal language model scored like a trained run.
 
 The model and its tokenizer come from a local folder (``AutoModelForCausalLM``, ``AutoTokenizer``; no hub).
-The split is one text, tokenized without special tokens (a special-token string in the text stays text);
-the first token is predicted from the model's beginning-of-text token and every other one inside rolling
-windows of the model's context, ``stride`` tokens apart: each token is predicted once, with at least
-``window - stride`` tokens before it. The total NLL gives every metric, in a ``result.json`` of the same
-schema as a trained run (no training part), so the report shows the model beside the study's.
+The split is one text, tokenized without special tokens (a special-token string in the text stays text),
+and scored by the study's own evaluation (bench.engine.evaluation, the model behind the study's interface:
+bench.models.pretrained): cut into ``streams`` pieces read side by side, the first token of each predicted from
+the model's beginning-of-text token, the rest in chunks of ``stride`` tokens inside a sliding window of
+``window`` positions, so each token is predicted once, with at least ``window - stride`` tokens before it (fewer
+at the start of a piece). The total NLL gives every metric, in a ``result.json`` of the same schema as a trained
+run (no training part), so the report shows the model beside the study's.
 
 With ``lm_eval_conventions``, the model is also scored as lm-evaluation-harness scores its ``wikitext``
 task (documents apart, its detokenizer, disjoint windows, words counted on the original documents), with
@@ -18,7 +20,6 @@ import json
 import math
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,11 +27,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.engine.device import autocast, autocast_dtype
 from bench.data.store import SplitData
-from bench.engine.result import RunResult
+from bench.engine.device import autocast_dtype
+from bench.engine.evaluation import EvalLayout, Scorer
+from bench.engine.result import RunResult, SplitMetrics
 from bench.errors import BenchError
 from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
+from bench.models.pretrained import PretrainedLM
 from bench.run_files import RESULT
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
@@ -47,7 +50,7 @@ class HFEvalSettings:
     split: str = "test"
     stride: int | None = None  # default: half the window
     window: int | None = None  # default: the model's context
-    batch_size: int = 8
+    streams: int = 8  # pieces of the split scored side by side, each from the start token
     lm_eval_conventions: bool = False
     precision: str = "auto"  # auto: bf16 autocast on CUDA, float32 elsewhere
     data_dir: str | None = None
@@ -72,7 +75,7 @@ def identify(settings: HFEvalSettings) -> PretrainedIdentity:
 
     folder = check_model_folder(settings.model_dir)
     for option, value, least in (("--window", settings.window, 2), ("--stride", settings.stride, 1),
-                                 ("--batch-size", settings.batch_size, 1)):
+                                 ("--streams", settings.streams, 1)):
         if value is not None and value < least:  # a window holds the token predicted from and one scored token
             raise BenchError(f"{option} must be at least {least}, not {value}")
     if settings.precision not in ("auto", "float32", "bfloat16"):
@@ -80,7 +83,7 @@ def identify(settings: HFEvalSettings) -> PretrainedIdentity:
     split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
     weights, tokens = file_digest(folder, WEIGHT_FILES), file_digest(folder, TOKENIZER_FILES)
     identity = (f"{weights}|{tokens}|{split.sha256}|{settings.split}|{settings.window}|{settings.stride}|"
-                f"{settings.lm_eval_conventions}|{settings.precision}")
+                f"{settings.streams}|{settings.lm_eval_conventions}|{settings.precision}")
     return PretrainedIdentity(weights, tokens, split, sha256_bytes(identity.encode())[:16])
 
 
@@ -172,46 +175,6 @@ def windows(window: int | None, stride: int | None, limit: int | None, prefix: s
     return window, stride
 
 
-@torch.no_grad()
-def rolling_nll(model, ids: list[int], start: int, window: int, stride: int, batch_size: int,
-                device: torch.device, amp: torch.dtype | None = None) -> np.ndarray:
-    """The NLL (nats) of every token of ``ids``, the first predicted from ``start``, each exactly once, in windows
-    of ``window`` positions that advance by ``stride``."""
-    sequence = [start] + list(ids)
-    spans, scored = [], 0  # (begin, end, first target position) of each window
-    for begin in range(0, len(sequence) - 1, stride):  # stride < window: every window begins at a scored token
-        end = min(begin + window, len(sequence))
-        spans.append((begin, end, scored + 1))
-        scored = end - 1
-        if end == len(sequence):
-            break
-    nll = np.zeros(len(ids), dtype=np.float64)
-    for k in range(0, len(spans), batch_size):
-        batch = spans[k:k + batch_size]
-        width = max(end - begin for begin, end, _ in batch)
-        inputs = torch.zeros(len(batch), width, dtype=torch.long)
-        for row, (begin, end, _) in enumerate(batch):
-            inputs[row, :end - begin] = torch.tensor(sequence[begin:end])
-        skip = min(first - begin - 1 for begin, _, first in batch)  # positions that predict no scored token
-        with autocast(device, amp):
-            logits = last_logits(model, inputs.to(device), width - skip)
-        for row, (begin, end, first) in enumerate(batch):
-            targets = torch.tensor(sequence[first:end], device=device)
-            token_nll = F.cross_entropy(logits[row, first - begin - 1 - skip:end - begin - 1 - skip], targets,
-                                        reduction="none")
-            nll[first - 1:end - 1] = token_nll.double().cpu().numpy()
-    return nll
-
-
-def last_logits(model, inputs: torch.Tensor, keep: int) -> torch.Tensor:
-    """The float32 logits of the last ``keep`` positions: most models then project only those to the
-    vocabulary (``logits_to_keep``), which saves the largest matrix product of overlapping windows."""
-    try:
-        return model(inputs, logits_to_keep=keep).logits.float()
-    except TypeError:  # a model without the argument
-        return model(inputs).logits.float()[:, -keep:]
-
-
 def file_digest(folder: Path, names: tuple[str, ...]) -> str:
     """sha256 over the named files present in a folder (each name with its file's sha256)."""
     present = [f"{name}:{sha256_file(folder / name)}" for name in names if (folder / name).is_file()]
@@ -268,23 +231,20 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     model, tokenizer = load_pretrained(settings.model_dir, device)
     window, stride = windows(settings.window, settings.stride, context_length(model, tokenizer))
     text = identity.split.read_text()
-    began = time.perf_counter()
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     start = start_token(model, tokenizer)
     check_ids(ids, start, model, settings.split)
     amp = autocast_dtype(device, settings.precision)
-    nll = rolling_nll(model, ids, start, window, stride, settings.batch_size, device, amp)
-    if not np.isfinite(nll).all():  # a bad value never becomes a result
+    precision = "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
+    scorer = Scorer(PretrainedLM(model, window), start, EvalLayout(settings.streams, stride, window, precision), device,
+                    amp)
+    lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
+    metrics, scored = scorer.split_metrics(np.asarray(ids), text_counts(text), lossless, settings.split)
+    if not math.isfinite(metrics.total_nll_nats):  # a bad value never becomes a result
         raise BenchError(f"{settings.model_dir} gives non-finite losses on {settings.split} (NaN or infinite "
                          f"weights?); no result is written")
-    seconds = time.perf_counter() - began
-    lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
     other = lm_eval_numbers(model, tokenizer, text, window, device) if settings.lm_eval_conventions else None
-    result = _result(settings, identity, model, tokenizer, float(nll.sum()), len(ids), text_counts(text),
-                     seconds, lossless, {"window": window, "stride": stride, "batch": settings.batch_size,
-                                         "precision": "float32" if amp is None else
-                                         "bfloat16 autocast, float32 output projection"},
-                     other)
+    result = _result(settings, identity, model, tokenizer, metrics, scored.layout.to_json(), other)
     if out is not None:
         created = not out.exists()
         try:
@@ -312,19 +272,19 @@ def default_out_dir(settings: HFEvalSettings, run_id: str) -> Path:
     return Path("runs") / f"hf-{Path(settings.model_dir).name}-{settings.dataset}-{settings.split}-{run_id[:10]}"
 
 
-def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, tokenizer, total_nll: float,
-            n_tokens: int, counts: dict, seconds: float, lossless: bool, layout: dict, other: dict | None) -> RunResult:
+def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, tokenizer, metrics: SplitMetrics,
+            layout: dict, other: dict | None) -> RunResult:
     import datetime as _dt
 
     from bench.engine.device import describe
     from bench.engine.result import (DataSummary, EvaluationSummary, ModelSummary, Provenance, RunStatus,
-                                     SplitMetrics, SplitProvenance, TokenizerSummary)
+                                     SplitProvenance, TokenizerSummary)
     from bench.engine.spec import RunSpec
     from bench.provenance import comparability, git_commit, library_versions, machine
 
     folder, split = Path(settings.model_dir), identity.split
     params = sum(p.numel() for p in model.parameters())
-    comparable, notes = comparability(f"hf:{folder.name}", [] if lossless else [settings.split],
+    comparable, notes = comparability(f"hf:{folder.name}", [] if metrics.lossless else [settings.split],
                                       {settings.split: split.status})
     notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -337,14 +297,14 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, token
                             "weights_sha256": identity.weights_sha256}, "train": {}},
         model=ModelSummary(f"hf:{folder.name}", params, params - model.get_input_embeddings().weight.numel(), None),
         tokenizer=TokenizerSummary(f"hf:{folder.name}", identity.tokenizer_sha256, len(tokenizer), None,
-                                   {settings.split: lossless}),
+                                   {settings.split: metrics.lossless}),
         data=DataSummary(settings.dataset, split.verified, {settings.split: SplitProvenance(**split.provenance())}),
         training=None,
         evaluation=EvaluationSummary("pretrained (never trained here)", layout,
-                                     "whole split as one text, the first token predicted from the model's "
-                                     "beginning-of-text token, every token once in rolling windows", other),
-        metrics={settings.split: SplitMetrics.score(total_nll, n_tokens, counts, seconds, lossless)},
+                                     "whole split, first token of each stream predicted from the model's "
+                                     "beginning-of-text token", other),
+        metrics={settings.split: metrics},
         comparable=comparable, comparability_notes=notes,
         provenance=Provenance(git_commit(), library_versions(), describe(next(model.parameters()).device), machine(),
-                              now, now, seconds),
+                              now, now, metrics.eval_seconds),
     )

@@ -14,8 +14,8 @@ from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.engine import checkpoint
 from bench.engine.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
-from bench.engine.evaluation import evaluate_ids, run_layout
-from bench.engine.result import CheckpointEvaluation, SplitMetrics, SplitProvenance
+from bench.engine.evaluation import Scorer, run_layout
+from bench.engine.result import CheckpointEvaluation, SplitProvenance
 from bench.engine.spec import RunSpec, TrainConfig
 from bench.errors import BenchError
 from bench.fileio import atomic_path
@@ -45,11 +45,7 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
     spec = RunSpec.from_json(resolved["spec"])
     train = TrainConfig(**resolved["train"])
     model = build_model(spec.model, make_config(spec.model, resolved["model"]))
-    try:
-        model.load_state_dict(payload["model"])
-    except RuntimeError as exc:  # missing, unexpected or mis-shaped tensors
-        raise BenchError(f"the weights in {path} do not fit this model ({str(exc).splitlines()[0]} ...); the "
-                         f"checkpoint is damaged or was edited") from None
+    checkpoint.load_weights(model, payload["model"], path)
     dev = pick_device(device if device != "auto" else train.device)
     configure(dev)
     model.to(dev).eval()
@@ -68,13 +64,13 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     text = split_data.read_text()
     layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
                         loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.amp)
-    result = evaluate_ids(loaded.model, ids, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
-                          keep_token_nll=dump is not None, progress=sys.stderr if progress else None, label=split)
+    scorer = Scorer(loaded.model, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
+                    progress=sys.stderr if progress else None)
+    lossless = loaded.tokenizer.loss_report(text, np.asarray(ids)).lossless
+    metrics, result = scorer.split_metrics(ids, text_counts(text), lossless, split, keep_token_nll=dump is not None)
     if dump is not None:
         with atomic_path(dump) as scratch, open(scratch, "wb") as handle:  # the name as given, whatever it ends in
             np.save(handle, result.token_nll)
-    lossless = loaded.tokenizer.loss_report(text, np.asarray(ids)).lossless
-    metrics = SplitMetrics.score(result.total_nll_nats, result.n_tokens, text_counts(text), result.seconds, lossless)
     # The weights and the tokenizer come from the train split: unverified training data makes the
     # result unverified even when the evaluated split is the official file.
     trained_on = loaded.payload.get("data", {}).get("train")

@@ -119,14 +119,13 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     out, config = trainer.out, trainer.config
     evaluated = "final"
     if (out / BEST).is_file():
-        trainer.load_weights(checkpoint.load(out / BEST)["model"], out / BEST)
+        checkpoint.load_weights(trainer.model, checkpoint.load(out / BEST)["model"], out / BEST)
         evaluated = f"best (step {trainer.progress.best_step})"
-    layout = trainer.eval_layout(final=True)
-    metrics = evaluate_splits(trainer.model, trainer.corpus, layout, trainer.device, trainer.amp,
-                              config.train.final_splits, out if config.train.dump_token_losses else None,
-                              trainer.ranks, trainer.console if trainer.show_progress else None)
+    scorer = trainer.scorer(final=True)
+    metrics = evaluate_splits(scorer, trainer.corpus, config.train.final_splits,
+                              out if config.train.dump_token_losses else None)
     trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
-    return build_result(trainer, metrics, layout, evaluated, trainer.wall_seconds(wall_start))
+    return build_result(trainer, metrics, scorer.layout, evaluated, trainer.wall_seconds(wall_start))
 
 
 def initial_weights(config: RunConfig) -> dict | None:

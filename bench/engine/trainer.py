@@ -26,7 +26,7 @@ from bench.engine import checkpoint
 from bench.engine.budget import Usage, mean_step_tokens
 from bench.engine.device import autocast_dtype, configure, pick_device
 from bench.engine.distributed import Ranks
-from bench.engine.evaluation import EvalLayout, evaluate_ids, run_layout
+from bench.engine.evaluation import Scorer, run_layout
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.progress import Progress, SignalGuard, read_log_lines
@@ -110,10 +110,13 @@ class Trainer:
     def chars_per_token(self) -> float:
         return self.config.data.chars_per_token
 
-    def eval_layout(self, final: bool = False) -> EvalLayout:
-        """Validation's layout, or with ``final`` that of the final numbers (``final_eval_streams`` if set)."""
+    def scorer(self, final: bool = False) -> Scorer:
+        """Validation's scorer, or with ``final`` that of the final numbers (``final_eval_streams`` if set, and
+        progress shown)."""
         streams = self.cfg.final_eval_streams if final and self.cfg.final_eval_streams else self.cfg.eval_streams
-        return run_layout(self.model, streams, self.cfg.bptt, self.cfg.eval_chunk, self.amp)
+        layout = run_layout(self.model, streams, self.cfg.bptt, self.cfg.eval_chunk, self.amp)
+        progress = self.console if final and self.show_progress else None
+        return Scorer(self.model, self.tokenizer.bos_id, layout, self.device, self.amp, self.ranks, progress)
 
     def usage(self) -> Usage:
         p = self.progress
@@ -169,7 +172,7 @@ class Trainer:
         if len(rng_by_rank) != self.ranks.world:
             raise BenchError(f"{path} was written by {len(rng_by_rank)} process(es); resume it with as many")
         try:
-            self.load_weights(payload["model"], path)
+            checkpoint.load_weights(self.model, payload["model"], path)
             self.optimizer.load_state_dict(payload["optimizer"])
             self.progress = Progress(**payload["progress"])
             checkpoint.restore_rng(rng_by_rank[self.ranks.rank], self.jitter)
@@ -187,14 +190,7 @@ class Trainer:
         self.progress.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self._keep_log_until(-1)
         if initial_weights is not None:
-            self.load_weights(initial_weights, self.cfg.init_from)
-
-    def load_weights(self, state_dict: dict, source) -> None:
-        try:
-            self.model.load_state_dict(state_dict)
-        except RuntimeError as exc:  # missing, unexpected or mis-shaped tensors
-            raise BenchError(f"the weights in {source} do not fit this model ({str(exc).splitlines()[0]} ...); "
-                             f"use weights of the same model and sizes") from None
+            checkpoint.load_weights(self.model, initial_weights, self.cfg.init_from)
 
     def _keep_log_until(self, step: int) -> None:
         """Drop log lines after ``step`` (they will be written again) and a torn last line, so that the log of an
@@ -265,13 +261,11 @@ class Trainer:
             if self._validation is None:
                 self._validation = self.corpus.validation_text(self.cfg.eval_max_chars)
             ids, counts = self._validation
-            result = evaluate_ids(self.model, ids, self.tokenizer.bos_id, self.eval_layout(), self.device, self.amp,
-                                  ranks=self.ranks)
+            result = self.scorer().score(ids)
             return self._validation_record(result, counts)
         ids = self.corpus.encoded.ids["valid"]
         limit = self.cfg.eval_max_tokens
-        result = evaluate_ids(self.model, ids, self.tokenizer.bos_id, self.eval_layout(), self.device, self.amp,
-                              max_tokens=limit, ranks=self.ranks)
+        result = self.scorer().score(ids, max_tokens=limit)
         if limit is None or limit >= len(ids):
             counts = self.corpus.counts["valid"]
         elif self.corpus.lossless.get("valid"):

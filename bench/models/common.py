@@ -105,6 +105,21 @@ class LanguageModel(nn.Module):
         return 3 * self.flops_per_token(segment)
 
 
+def slide_window(previous: torch.Tensor | None, tokens: torch.Tensor, context: int
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sliding window of a model that sees at most ``context`` positions: ``tokens`` [B, T] after as many of the
+    ``previous`` tokens (a window model's state, None at a document's start) as fit, and the state to carry on
+    (the last ``context - 1`` tokens). Scoring a text in chunks of T tokens thus gives the k-th token of a chunk
+    the ``context - T`` tokens before the chunk and the k before it in the chunk."""
+    B, T = tokens.shape
+    if T > context:
+        raise ValueError(f"segment of {T} tokens exceeds the model's context of {context}")
+    previous = previous if previous is not None else tokens[:, :0]
+    previous = previous[:, previous.shape[1] - min(previous.shape[1], context - T):]
+    window = torch.cat([previous, tokens], dim=1)
+    return window, window[:, window.shape[1] - min(window.shape[1], context - 1):]
+
+
 def detach_state(state: State) -> State:
     """Cut the graph behind a state (truncated backpropagation through time)."""
     if state is None:

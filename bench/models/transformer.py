@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State, check_ranges
+from bench.models.common import LanguageModel, State, check_ranges, slide_window
 
 
 @dataclass
@@ -146,13 +146,8 @@ class TransformerLM(LanguageModel):
                 nn.init.normal_(projection.weight, 0.0, 0.02 / math.sqrt(2 * config.nlayers))
 
     def forward(self, tokens: torch.Tensor, state: State = None):
-        B, T = tokens.shape
-        context = self.config.context
-        if T > context:
-            raise ValueError(f"segment of {T} tokens exceeds the model's context of {context}")
-        previous = state if state is not None else tokens[:, :0]
-        previous = previous[:, previous.shape[1] - min(previous.shape[1], context - T):]
-        window = torch.cat([previous, tokens], dim=1)
+        T = tokens.shape[1]
+        window, new_state = slide_window(state, tokens, self.config.context)
         n = window.shape[1]
         x = self.embedding(window)
         rotary = None
@@ -163,9 +158,7 @@ class TransformerLM(LanguageModel):
         x = self.dropout(x)
         for block in self.blocks:
             x = block(x, rotary)
-        hidden = self.final_norm(x[:, n - T:])
-        new_state = window[:, window.shape[1] - min(window.shape[1], context - 1):]
-        return hidden, new_state
+        return self.final_norm(x[:, n - T:]), new_state
 
     def embedding_params(self) -> int:
         positions = self.positions.weight.numel() if self.positions is not None else 0

@@ -8,7 +8,7 @@
     dataset = ["wikitext-2"]     # default: every dataset of [axes]
     window = 1024                # these three: as bench eval-hf's options (defaults: the model's context,
     stride = 512                 #   half the window, 8)
-    batch_size = 8
+    streams = 8
 
 Each entry and dataset is one run of the test split, in ``results/<matrix>/hf-<name>-<dataset>-<run id>``,
 scored by the matrix process itself after the trained runs and skipped once its result is there. Its
@@ -25,7 +25,7 @@ from bench.engine.result import RunStatus
 from bench.errors import BenchError
 
 PRETRAINED = "pretrained"
-ENTRY_KEYS = ("model", "name", "dataset", "window", "stride", "batch_size")
+ENTRY_KEYS = ("model", "name", "dataset", "window", "stride", "streams")
 
 
 @dataclass
@@ -85,7 +85,7 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
         if len(set(wanted)) < len(wanted):
             raise BenchError(f"{path}: [[pretrained]] {name}: dataset lists a name twice ({', '.join(wanted)}); list "
                              f"each once")
-        for key in ("window", "stride", "batch_size"):
+        for key in ("window", "stride", "streams"):
             value = entry.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise BenchError(f"{path}: [[pretrained]] {name}: {key} must be a positive integer, not {value!r}")
@@ -124,8 +124,9 @@ def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> l
     runs = []
     for entry in entries:
         for dataset in entry["dataset"]:
-            settings = HFEvalSettings(entry["model"], dataset, "test", entry.get("stride"), entry.get("window"),
-                                      entry.get("batch_size", 8), data_dir=str(data_dir))
+            settings = HFEvalSettings(model_dir=entry["model"], dataset=dataset, split="test",
+                                      stride=entry.get("stride"), window=entry.get("window"),
+                                      streams=entry.get("streams", 8), data_dir=str(data_dir))
             try:
                 identity = identify(settings)
             except BenchError as exc:
