@@ -156,6 +156,11 @@ CASES = [
     ("unknown preset", TRAIN + ["--preset", "huge"], "unknown preset 'huge'"),
     ("unknown scheme", TRAIN + ["--tokenizer", "words"], "unknown tokenization scheme"),
     ("unknown corpus", TRAIN + ["--dataset", "nope"], "unknown corpus 'nope'"),
+    # a misspelt name: the registry's nearest names
+    ("a misspelt model", TRAIN + ["--model", "lsmt"], "did you mean 'lstm'?"),
+    ("a misspelt preset", TRAIN + ["--preset", "tinyy"], "did you mean 'tiny'?"),
+    ("a misspelt scheme", TRAIN + ["--tokenizer", "bytes"], "did you mean 'byte'?"),
+    ("a misspelt corpus", TRAIN + ["--dataset", "wikitext2"], "did you mean 'wikitext-2'"),
     ("unfetched corpus", TRAIN + ["--dataset", "wikitext-103"], "bench data fetch wikitext-103"),
     ("init from nowhere", TRAIN + ["--set", "init_from={sandbox}/nowhere"], "no checkpoint at"),
     ("init from another model", TRAIN + ["--set", "init_from={lstm_run}"], "holds a lstm model"),

@@ -289,7 +289,7 @@ def test_user_corpus_is_recorded_by_sha256(tmp_path):
 
 
 def test_unknown_corpus_and_unfetched_corpus(tmp_path):
-    with pytest.raises(BenchError, match="unknown corpus 'nope'; known corpora: enwik8"):
+    with pytest.raises(BenchError, match="unknown corpus 'nope'; known: enwik8"):
         fetch("nope", data_dir=tmp_path)
     with pytest.raises(BenchError, match="bench data fetch wikitext-103"):
         open_split("wikitext-103", "train", tmp_path)

@@ -2,7 +2,6 @@
 trained here, nothing downloaded), checked against a direct computation and against lm-evaluation-harness."""
 
 import json
-import math
 import socket
 
 import pytest

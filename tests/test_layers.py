@@ -16,7 +16,7 @@ BELOW = {
     "tokenizers_study": (),
     "bench.core": ("tokenizers_study",),  # errors, fileio, metrics, provenance, tables, ownership
     "bench.data": ("tokenizers_study", "bench.core"),
-    "bench.models": ("bench.core",),
+    "bench.models": ("tokenizers_study", "bench.core"),  # of the tokenizer package, only its Registry type
     "bench.engine": ("tokenizers_study", "bench.core", "bench.data", "bench.models"),
     "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
     "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", "bench.study"),

@@ -328,3 +328,16 @@ def test_a_lossy_decoding_reports_the_words_and_bytes_it_loses_and_where(trained
     report = type(tok).loss_report(_Dropping(tok, 3), text, tok.encode(text))
     assert (report.lossless, report.lost_words, report.lost_bytes) == (False, 1, 3)
     assert report.detail == "decoding differs from the text at character 17"
+
+
+def test_a_registry_refuses_a_name_twice_and_names_the_nearest_for_a_missing_one():
+    from tokenizers_study.named_registry import Registry
+
+    colours = Registry("colour", TokenizerError, [("red", 1), ("green", 2)])
+    with pytest.raises(ValueError, match="colour 'red' is registered twice"):
+        colours.register("red", 3)
+    with pytest.raises(TokenizerError, match=r"^unknown colour 'gren'; did you mean 'green'\? known: red, green$"):
+        colours["gren"]
+    with pytest.raises(TokenizerError, match=r"^unknown colour 'blue'; known: red, green$"):  # nothing near
+        colours["blue"]
+    assert colours["green"] == 2 and colours.get("blue") is None and list(colours) == ["red", "green"]

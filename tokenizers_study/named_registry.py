@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
-class Registry(dict[str, T]):
+class Registry(dict, Generic[T]):
     def __init__(self, kind: str, error: type[Exception], items: Iterable[tuple[str, T]] = ()):
         super().__init__()
         self.kind = kind  # "model", "corpus", ...: how the error names a thing of this registry

@@ -14,12 +14,13 @@ from tokenizers_study.bpe import BPETokenizer
 from tokenizers_study.byte_level import ByteTokenizer
 from tokenizers_study.char import CharTokenizer
 from tokenizers_study.errors import TokenizerError
+from tokenizers_study.named_registry import Registry
 from tokenizers_study.pretrained import HFTokenizerFile, SentencePieceModelFile
 from tokenizers_study.sentencepiece_schemes import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer
 from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
 
-FAMILIES: dict[str, type[Tokenizer]] = {
-    cls.family: cls
+FAMILIES: Registry[type[Tokenizer]] = Registry("tokenization scheme", TokenizerError, [
+    (cls.family, cls)
     for cls in (
         ByteTokenizer,
         CharTokenizer,
@@ -31,7 +32,7 @@ FAMILIES: dict[str, type[Tokenizer]] = {
         HFTokenizerFile,
         SentencePieceModelFile,
     )
-}
+])
 SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N", "hf:PATH", "spm:PATH")
 
 
@@ -41,7 +42,7 @@ MOST_SIZE = 2**31 - 1
 def parse_scheme(name: str) -> SchemeSpec:
     family, _, size_text = name.strip().partition(":")
     if family not in FAMILIES:
-        raise TokenizerError(f"unknown tokenization scheme {name!r}; known: {', '.join(SCHEME_FORMS)}")
+        raise TokenizerError(FAMILIES.unknown(family, known=", ".join(SCHEME_FORMS)))
     cls = FAMILIES[family]
     if cls.pretrained:
         if not size_text:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.errors import BenchError
+from tokenizers_study.named_registry import Registry
 
 SPLITS = ("train", "valid", "test")
 
@@ -159,11 +160,15 @@ ENWIK8_CHECK = FileCheck(
 )
 ENWIK8_HOLDOUT = 5_000_000
 
-REGISTRY: dict[str, CorpusSpec] = {}
+class UnknownCorpus(BenchError):
+    """A corpus name that is neither registered nor added by the user."""
+
+
+REGISTRY: Registry[CorpusSpec] = Registry("corpus", UnknownCorpus)
 
 
 def _register(spec: CorpusSpec) -> None:
-    REGISTRY[spec.name] = spec
+    REGISTRY.register(spec.name, spec)
 
 
 _register(
@@ -246,13 +251,5 @@ _register(
 )
 
 
-class UnknownCorpus(BenchError):
-    """A corpus name that is neither registered nor added by the user."""
-
-
 def get_corpus(name: str) -> CorpusSpec:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise UnknownCorpus(f"unknown corpus {name!r}; known corpora: {known}") from None
+    return REGISTRY[name]

@@ -112,11 +112,11 @@ def unknown_corpus(name: str, data_dir: Path) -> UnknownCorpus:
     """The error for a name that is neither a registry corpus nor a user corpus of ``data_dir``: it lists both, or
     says that the data folder does not exist (a mistyped --data-dir)."""
     if not data_dir.is_dir():
-        return UnknownCorpus(f"unknown corpus {name!r}: the data folder {data_dir} does not exist; give the folder "
+        return UnknownCorpus(f"{REGISTRY.unknown(name)}; the data folder {data_dir} does not exist: give the folder "
                              f"that holds your corpora (bench data list --data-dir DIR shows them)")
     users = [n for n in known_corpora(data_dir) if n not in REGISTRY]
     mine = f"user corpora in {data_dir}: {', '.join(users)}" if users else f"no user corpus in {data_dir}"
-    return UnknownCorpus(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(REGISTRY))}; {mine}")
+    return UnknownCorpus(REGISTRY.unknown(name, users, known=f"{', '.join(REGISTRY)}; {mine}"))
 
 
 def is_user_corpus(data_dir: Path, name: str) -> bool:

@@ -9,6 +9,7 @@ overridden with ``--set KEY=VALUE`` (model fields and training fields alike).
 from __future__ import annotations
 
 from bench.errors import BenchError
+from tokenizers_study.named_registry import Registry
 
 # SHA-RNN `paper`: the reference's enwik8 recipe (emsize 1024, nhid 4096, 4 layers, bptt 1024,
 # dropouts 0.1, LAMB lr 2e-3 with min trust 0.25, warmup 800, clip 0.25, weight decay 1.2e-6).
@@ -19,7 +20,7 @@ _SHARNN_PAPER_TRAIN = dict(
     eval_max_chars=1_000_000, eval_streams=8, eval_chunk=1024, checkpoint_every=500, log_every=50,
 )
 
-PRESETS: dict[str, dict[str, dict[str, dict]]] = {
+_RECIPES: dict[str, dict[str, dict[str, dict]]] = {
     "sha-rnn": {
         "tiny": {
             "model": dict(emsize=64, nhid=256, nlayers=2, attention="second-last", dropout=0.0, dropouth=0.0,
@@ -84,10 +85,11 @@ PRESETS: dict[str, dict[str, dict[str, dict]]] = {
 }
 
 
+# Each model's presets by name.
+PRESETS: Registry[Registry[dict[str, dict]]] = Registry(
+    "model", BenchError, [(model, Registry("preset", BenchError, recipes.items())) for model, recipes in _RECIPES.items()])
+
+
 def get_preset(model: str, preset: str) -> dict[str, dict]:
-    if model not in PRESETS:
-        raise BenchError(f"unknown model {model!r}; models: {', '.join(PRESETS)}")
-    if preset not in PRESETS[model]:
-        raise BenchError(f"unknown preset {preset!r} for {model}; presets: {', '.join(PRESETS[model])}")
     entry = PRESETS[model][preset]
     return {"model": dict(entry["model"]), "train": dict(entry["train"])}

@@ -9,19 +9,17 @@ from bench.models.common import LanguageModel
 from bench.models.lstm import LSTMLM, LSTMConfig
 from bench.models.sharnn import SHARNN, SHARNNConfig
 from bench.models.transformer import TransformerConfig, TransformerLM
+from tokenizers_study.named_registry import Registry
 
-MODELS: dict[str, tuple[type, type[LanguageModel]]] = {
-    "sha-rnn": (SHARNNConfig, SHARNN),
-    "lstm": (LSTMConfig, LSTMLM),
-    "transformer": (TransformerConfig, TransformerLM),
-}
+MODELS: Registry[tuple[type, type[LanguageModel]]] = Registry("model", BenchError, [
+    ("sha-rnn", (SHARNNConfig, SHARNN)),
+    ("lstm", (LSTMConfig, LSTMLM)),
+    ("transformer", (TransformerConfig, TransformerLM)),
+])
 
 
 def config_class(name: str) -> type:
-    try:
-        return MODELS[name][0]
-    except KeyError:
-        raise BenchError(f"unknown model {name!r}; models: {', '.join(MODELS)}") from None
+    return MODELS[name][0]
 
 
 def make_config(name: str, values: dict):

@@ -204,7 +204,7 @@ def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
             raise BenchError(f"{path}: [{key}.{name}] preset: a preset is chosen in [shared] preset or [axes] preset = "
                              f"[...] (one model's preset: [[include]] with model and preset)")
         if key == "models" and name not in PRESETS:
-            raise BenchError(f"{path}: [models.{name}]: unknown model; models: {', '.join(PRESETS)}")
+            raise BenchError(f"{path}: [models.{name}]: {PRESETS.unknown(name)}")
         if key == "tokenizers":
             try:
                 parse_scheme(name)
