@@ -108,9 +108,8 @@ def test_an_mfu_above_the_peak_is_not_printed_as_a_percentage():
 
 
 def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
-    from bench.engine.result import RunStatus
     from bench.study.launch import wait_for
-    from bench.study.run_status import RunRecord
+    from bench.study.run_status import RunRecord, RunStatus
 
     class Job:  # submitit's multi-task job: result() refuses, results() has one entry per task
         job_id = "1"

@@ -41,9 +41,9 @@ def run_matrix_command(
 ) -> None:
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
-    from bench.engine.result import RunStatus
     from bench.study.execute import run_matrix
     from bench.study.launch import ClusterSettings
+    from bench.study.run_status import RunStatus
     from bench.tables import text_table
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:

@@ -277,7 +277,7 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, token
     import datetime as _dt
 
     from bench.engine.device import describe
-    from bench.engine.result import (DataSummary, EvaluationSummary, ModelSummary, Provenance, RunStatus,
+    from bench.engine.result import (DONE, DataSummary, EvaluationSummary, ModelSummary, Provenance,
                                      SplitProvenance, TokenizerSummary)
     from bench.engine.spec import RunSpec
     from bench.provenance import comparability, git_commit, library_versions, machine
@@ -289,7 +289,7 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, token
     notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return RunResult(
-        status=RunStatus.DONE, run_id=identity.run_id,
+        status=DONE, run_id=identity.run_id,
         spec=RunSpec(model=f"hf:{folder.name}", preset="pretrained", tokenizer=f"hf:{folder}",
                      dataset=settings.dataset, overrides={"split": settings.split, **layout},
                      data_dir=settings.data_dir, out_dir=settings.out_dir),

@@ -26,7 +26,6 @@ import json
 import types
 import typing
 from dataclasses import asdict, dataclass, fields, is_dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -38,26 +37,9 @@ from bench.run_files import RESULT
 SCHEMA_VERSION = 2
 
 
-class RunStatus(StrEnum):
-    """Where a run stands; ``done`` is the only status of a finished run."""
-
-    NEW = "new"
-    PARTIAL = "partial"  # a checkpoint exists: running it again resumes
-    DONE = "done"
-    FAILED = "failed"
-    DIVERGED = "diverged"
-    OOM = "oom"
-    NO_DATA = "no data"
-    RUNNING = "running"  # another process holds the run's lock
-    INTERRUPTED = "interrupted"  # stopped by a signal (Ctrl-C): running it again resumes from its checkpoint
-
-    @classmethod
-    def parse(cls, text: str) -> "RunStatus":
-        return cls.DONE if text == "completed" else cls(text)  # "completed": schema version 1
-
-    @property
-    def failed(self) -> bool:
-        return self in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.OOM)
+# The status of every result: a result is written when a run has finished (where a run of a study stands, the
+# statuses before and besides this one, is the study's: bench.study.run_status.RunStatus).
+DONE = "done"
 
 
 @dataclass
@@ -161,7 +143,7 @@ class Provenance:
 
 @dataclass
 class RunResult:
-    status: RunStatus
+    status: str  # DONE
     run_id: str
     spec: RunSpec
     resolved: dict[str, dict]  # model, train
@@ -183,7 +165,8 @@ class RunResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "RunResult":
-        data = {**data, "schema_version": SCHEMA_VERSION, "status": RunStatus.parse(data["status"])}
+        status = DONE if data["status"] == "completed" else data["status"]  # "completed": schema version 1
+        data = {**data, "schema_version": SCHEMA_VERSION, "status": status}
         return _build(cls, data)
 
     @classmethod
@@ -226,14 +209,14 @@ class RunResult:
 
 
 def _plain(value: Any) -> Any:
-    """A dataclass tree as JSON data (enums by value)."""
+    """A dataclass tree as JSON data."""
     if is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    return value.value if isinstance(value, StrEnum) else value
+    return value
 
 
 NON_FINITE = ("inf", "-inf", "nan")
@@ -284,7 +267,7 @@ def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
     if not path.is_file():
         return None
     result = RunResult.read(path)
-    if result.run_id != run_id or result.status is not RunStatus.DONE:
+    if result.run_id != run_id or result.status != DONE:
         return None
     # a folder moved or copied since: the result is where it was found, not where it was written
     return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))

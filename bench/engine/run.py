@@ -26,7 +26,7 @@ from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
 from bench.engine.layout import prepare_corpus
 from bench.engine.resolve import RunConfig, resolve
-from bench.engine.result import (DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult, RunStatus,
+from bench.engine.result import (DONE, DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult,
                                  SplitMetrics, SplitProvenance, TokenizerSummary, TrainingSummary, finished_result)
 from bench.engine.spec import RunSpec, validate_spec
 from bench.engine.lock import RunLock
@@ -165,7 +165,7 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
     chars = p.chars
     model = trainer.model
     return RunResult(
-        status=RunStatus.DONE, run_id=config.run_id(), spec=config.spec,
+        status=DONE, run_id=config.run_id(), spec=config.spec,
         resolved={k: v for k, v in config.to_json().items() if k in ("model", "train")},
         model=ModelSummary(config.spec.model, model.num_params(), model.non_embedding_params(),
                            model.train_flops_per_token(config.train.bptt)),

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.engine.result import RunStatus
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.ownership import claim_matrix_folder, record_matrix_owner
@@ -27,7 +26,7 @@ from bench.study.grid import load_config
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
-from bench.study.run_status import RunRecord, wait_for_others
+from bench.study.run_status import RunRecord, RunStatus, wait_for_others
 from bench.study.runs_table import write_runs_table
 from bench.study.worker import WorkerSettings, init_worker, run_chain, worker_chain
 

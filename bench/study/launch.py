@@ -23,10 +23,9 @@ from pathlib import Path
 
 import submitit
 
-from bench.engine.result import RunStatus
 from bench.errors import BenchError
 from bench.study.plan import PlannedRun
-from bench.study.run_status import RunRecord
+from bench.study.run_status import RunRecord, RunStatus
 from bench.study.worker import WorkerSettings, run_chain
 
 LAUNCHERS = ("local", "slurm", "submitit-local")

@@ -20,12 +20,11 @@ from bench.data.manifest import is_user_corpus, unknown_corpus
 from bench.engine import checkpoint
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.resolve import RunConfig, resolve
-from bench.engine.result import RunStatus
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
 from bench.study.config import MatrixConfig
 from bench.study.grid import cell_label, cell_spec, expand, run_folder_name
-from bench.study.run_status import current_status
+from bench.study.run_status import RunStatus, current_status
 from tokenizers_study import TokenizerError
 
 

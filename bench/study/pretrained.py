@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bench.engine.result import RunStatus
 from bench.errors import BenchError
+from bench.study.run_status import RunStatus
 
 PRETRAINED = "pretrained"
 ENTRY_KEYS = ("model", "name", "dataset", "window", "stride", "streams")

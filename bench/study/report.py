@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.engine.result import RunResult, RunStatus
+from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.metrics import BITS_PER_BYTE_CORPORA
@@ -33,6 +33,7 @@ from bench.study.pretrained import PRETRAINED
 from bench.study.report_appendix import definitions_section, provenance_section
 from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
                                        power_line, pretrained_rows)
+from bench.study.run_status import RunStatus
 from bench.study.runs_table import check_row, read_runs_table
 
 

@@ -14,14 +14,36 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from bench.engine.lock import RunLock, RunLocked, is_locked
-from bench.engine.result import RunStatus
-from bench.engine.result import finished_result
+from bench.engine.result import DONE, finished_result
 from bench.errors import BenchError
 from bench.fileio import write_json_atomic
 from bench.run_files import CHECKPOINT, STATUS
+
+
+class RunStatus(StrEnum):
+    """Where a run of a study stands; ``done`` is the only status of a finished run (its result's)."""
+
+    NEW = "new"
+    PARTIAL = "partial"  # a checkpoint exists: running it again resumes
+    DONE = DONE
+    FAILED = "failed"
+    DIVERGED = "diverged"
+    OOM = "oom"
+    NO_DATA = "no data"
+    RUNNING = "running"  # another process holds the run's lock
+    INTERRUPTED = "interrupted"  # stopped by a signal (Ctrl-C): running it again resumes from its checkpoint
+
+    @classmethod
+    def parse(cls, text: str) -> "RunStatus":
+        return cls.DONE if text == "completed" else cls(text)  # "completed": schema version 1
+
+    @property
+    def failed(self) -> bool:
+        return self in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.OOM)
 
 
 @dataclass

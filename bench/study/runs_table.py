@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.engine.result import RunResult, RunStatus
+from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.fileio import update_text
 from bench.run_files import RESULT
@@ -27,7 +27,7 @@ from bench.study.config import MatrixConfig
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
 from bench.study.pretrained import PRETRAINED, PretrainedRun
-from bench.study.run_status import RunRecord
+from bench.study.run_status import RunRecord, RunStatus
 
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"

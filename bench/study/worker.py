@@ -17,9 +17,8 @@ from pathlib import Path
 
 from bench.engine.distributed import Ranks
 from bench.engine.resolve import RunConfig
-from bench.engine.result import RunStatus
 from bench.run_files import ERROR, TRAIN_LOG
-from bench.study.run_status import RunRecord, failure_text, locked_record
+from bench.study.run_status import RunRecord, RunStatus, failure_text, locked_record
 
 ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
 _ORPHANED = threading.Event()  # set in a worker whose matrix process died
