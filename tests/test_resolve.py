@@ -144,3 +144,54 @@ def test_each_budget_unit_in_tokens_and_steps():
     assert planned(max_train_flops=2e9) == (1000, 16)
     assert planned(max_tokens=1280, max_steps=30) == (1280, 20)  # the first limit reached
     assert Budget.of(TrainConfig(max_train_flops=2e9)).planned_tokens(4.0, 10_000, 64.0) is None  # FLOPs unknown
+
+
+def test_a_checkpoints_run_id_is_pinned_too():
+    # the run folder and checkpoint file an init_from names, joined as a path: part of ids already written
+    assert resolved("lstm", init_from="/some/where/run-abc/best.pt").run_id() == "0d7caa677f3855e5"
+
+
+def test_the_errors_of_a_moved_or_edited_configuration_name_what_went_wrong():
+    config = resolved()
+    with pytest.raises(ValueError, match=r"only \{.*\} can change without resolving again"):
+        config.with_spec(seed=4)
+    data = json.loads(json.dumps(config.to_json()))
+    data["train"]["lr"] = 1.0
+    with pytest.raises(BenchError, match=f"run configuration {config.run_id()} does not hash to its run id"):
+        RunConfig.from_json(data)
+
+
+def test_the_preset_and_the_overrides_make_the_model_and_the_training():
+    config = resolved("lstm", nhid=96, lr=5e-3)
+    assert (config.model.nhid, config.model.emsize, config.model.vocab_size) == (96, 64, FACTS.vocab_size)
+    assert (config.train.lr, config.train.max_steps, config.train.eval_max_chars) == (5e-3, 150, 60_000)
+    # a Transformer's window is its training segment, unless it is set apart
+    assert resolved("transformer", bptt=32).model.context == 32
+    assert resolved("transformer", bptt=32, context=128).model.context == 128
+
+
+def test_a_span_of_validation_set_explicitly_replaces_the_presets():
+    train = resolved(eval_max_tokens=1000).train  # the preset's span is 60,000 characters
+    assert (train.eval_max_chars, train.eval_max_tokens) == (None, 1000)
+    train = resolved(eval_max_chars=5000).train
+    assert (train.eval_max_chars, train.eval_max_tokens) == (5000, None)
+    with pytest.raises(BenchError, match="bad training setting: eval_max_chars and eval_max_tokens are both set"):
+        resolved(eval_max_chars=5000, eval_max_tokens=1000)  # both set explicitly: neither replaces the other
+    assert resolved(eval_max_tokens=None).train.eval_max_chars == 60_000  # none set: the preset's stays
+
+
+def test_each_limit_is_found_by_its_unit():
+    from bench.engine.budget import LIMITS, limit_for
+
+    assert [limit_for(limit.unit).field for limit in LIMITS] == [
+        "max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes", "max_train_flops"]
+
+
+def test_steps_and_tokens_of_an_epoch_and_a_step():
+    from bench.engine.budget import epoch_tokens, mean_step_tokens
+
+    assert epoch_tokens(1001, 16) == 992  # 16 streams of 62: the 9 tokens left over are never trained
+    assert isinstance(epoch_tokens(1001, 16), int)
+    assert mean_step_tokens(TrainConfig(batch_size=16, bptt=64)) == 1024
+    assert mean_step_tokens(TrainConfig(batch_size=16, bptt=64, seq_jitter=True)) == 998.4  # 5% half as long
+    assert Budget.of(TrainConfig(max_minutes=1.0)).planned_steps(4.0, 10_000, 64.0) is None  # time only

@@ -1,3 +1,5 @@
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -341,3 +343,56 @@ def test_a_registry_refuses_a_name_twice_and_names_the_nearest_for_a_missing_one
     with pytest.raises(TokenizerError, match=r"^unknown colour 'blue'; known: red, green$"):  # nothing near
         colours["blue"]
     assert colours["green"] == 2 and colours.get("blue") is None and list(colours) == ["red", "green"]
+
+
+@pytest.mark.parametrize("scheme", ALL)
+def test_bos_spells_nothing_and_leaves_the_counts_of_the_other_tokens_alone(trained, scheme):
+    # <bos> has no bytes; a sequence with it (as a model reads one) counts every other token as it would without
+    # (a zero-length token must not merge the counts of the tokens around it)
+    tok = trained[scheme]
+    ids = tok.encode("hello world, naïve 東京")
+    with_bos = np.concatenate([[tok.bos_id], ids, [tok.bos_id]]).astype(np.int32)
+    expected = [0, *tok.char_lengths(ids), 0]
+    assert tok.char_lengths(with_bos).tolist() == expected
+    assert tok.byte_lengths(with_bos).tolist() == [0, *tok.byte_lengths(ids), 0]
+    assert max(expected) >= 2 or scheme in ("byte", "char")  # some token holds several characters
+
+
+@pytest.mark.parametrize("scheme", ["char", "sp-bpe:300", "sp-unigram:300"])
+def test_byte_fallback_tokens_are_one_per_byte_value(trained, corpus_text, scheme):
+    tok = trained[scheme]
+    fallback = tok.fallback_ids()
+    assert len(fallback) == len(set(fallback.tolist())) == 256
+    assert tok.byte_lengths(fallback).tolist() == [1] * 256  # each spells one byte
+    if scheme == "char":  # text of characters seen in training uses no byte token
+        assert not np.isin(tok.encode(corpus_text), fallback).any()
+
+
+def test_a_loss_report_checks_the_ids_it_is_given(trained):
+    # the ids of an encoding already made are checked as given, not encoded again
+    tok = trained["byte"]
+    text = "a text"
+    assert tok.loss_report(text, tok.encode(text)).lossless
+    report = tok.loss_report(text, tok.encode(text)[:-1])  # an encoding that lost its last token
+    assert (report.lossless, report.lost_words, report.lost_bytes) == (False, 1, 1)
+
+
+def test_a_tokenizer_names_its_class_scheme_and_vocabulary(trained):
+    assert repr(trained["bpe:300"]) == "<BPETokenizer bpe:300 vocab=300>"
+    assert repr(trained["word:50"]) == "<WordTokenizer word:50 vocab=78>"
+
+
+def test_a_tokenizer_file_is_compact_canonical_json():
+    # the file's sha256 is the tokenizer's identity (in every run id): no spaces, sorted keys, ASCII
+    tok = train_tokenizer("char", "ab ba é")
+    assert tok.to_bytes() == b'{"format_version":1,"scheme":"char","state":{"code_points":[32,97,98,233]}}'
+    assert tok.hash == hashlib.sha256(tok.to_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("scheme", ["bpe:300", "sp-bpe:300", "sp-unigram:300"])
+def test_text_around_escaped_characters_encodes_to_int32_ids(trained, scheme):
+    # undecodable bytes (and what the library cannot take) are spelled in byte tokens between encoded pieces
+    tok = trained[scheme]
+    text = b"the \xff city \xfe river".decode("utf-8", "surrogateescape")
+    ids = tok.encode(text)
+    assert ids.dtype == np.int32 and tok.decode(ids) == text

@@ -241,7 +241,8 @@ def test_the_document_interval_is_reproducible_and_a_percentile_interval():
     draws = np.random.default_rng(0).integers(0, 40, size=(4000, 40))
     resampled = (bits[:, draws].sum(axis=-1) / sizes[draws].sum(axis=-1)).mean(axis=0)
     low, high = np.percentile(resampled, [2.5, 97.5])
-    assert first == pytest.approx((low, high), abs=0.02)  # a percentile interval of 4,000 resamples, not BCa
+    # exactly the 2.5% and 97.5% percentiles of these 4,000 resamples (not 9,999 of them, not BCa)
+    assert first == pytest.approx((low, high), rel=1e-12)
 
 
 @pytest.mark.parametrize("a, b", [([1.10, 1.13, 1.12], [1.20, 1.24, 1.19, 1.22]), ([2.0, 2.5], [1.0, 1.1, 1.05])])
@@ -255,7 +256,7 @@ def test_a_seeds_only_comparison_is_welchs_t_test(a, b):
     assert result.p_value == pytest.approx(welch.pvalue, rel=1e-9)
     assert (result.low, result.high) == pytest.approx((interval.low, interval.high), rel=1e-9)
     assert result.test == f"Welch t, {len(a)} and {len(b)} unpaired seeds"
-    assert result.interval.startswith(f"Welch t over seeds (df {welch.df:.1f})")
+    assert result.interval == f"Welch t over seeds (df {welch.df:.1f})"  # no documents named: none used
 
 
 def test_a_comparison_without_variation_or_with_one_seed():
@@ -263,3 +264,95 @@ def test_a_comparison_without_variation_or_with_one_seed():
     assert (same.difference, same.low, same.high, same.p_value) == (0.5, 0.5, 0.5, None)
     one = compare({0: 1.0}, {0: 0.5, 1: 0.6})
     assert (one.low, one.high, one.p_value, one.interval) == (None, None, None, "")  # no test from one model
+
+
+def test_losses_stored_as_float32_are_averaged_in_double_precision():
+    values = np.random.default_rng(0).normal(1.2, 0.05, 5).astype(np.float32)  # as a saved array may hold them
+    assert seed_interval(values) == seed_interval([float(v) for v in values])
+
+
+def test_seeds_needed_for_a_two_sided_test_up_to_the_most_asked():
+    from bench.study.uncertainty import seeds_needed
+
+    # two-sided: a difference in either direction needs the same seeds
+    assert seeds_needed(0.01, effect=-0.01) == seeds_needed(0.01, effect=0.01) == 17
+    # t with 2n - 2 degrees of freedom: Cohen's d = 2 reaches power 0.79 with 5 seeds, 0.88 with 6; d = 1.25
+    # 0.796 with 11, 0.83 with 12
+    assert seeds_needed(0.005) == 6 and seeds_needed(0.008) == 12
+    # a spread that needs 1,001 seeds is beyond the default 1,000
+    assert seeds_needed(0.0798) is None and seeds_needed(0.0798, most=1001) == 1001
+    # the power asked is a floor, reached exactly: certainty where seeds hardly vary needs the fewest
+    assert seeds_needed(1e-9, power=1.0) == 2
+
+
+def _two_setups(n_docs=30):
+    """Three seeds of A and four of B on the same 30 documents, and each side's bits per byte by seed."""
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(1000, 5000, n_docs).astype(float)
+    text_a = {s: TextLosses(sizes * (1.20 + rng.normal(0, 0.02) + rng.normal(0, 0.05, n_docs)), sizes)
+              for s in range(3)}
+    text_b = {s: TextLosses(sizes * (1.25 + rng.normal(0, 0.02) + rng.normal(0, 0.05, n_docs)), sizes)
+              for s in range(4)}
+    return ({s: r.bits_per_byte for s, r in text_a.items()}, {s: r.bits_per_byte for s, r in text_b.items()},
+            text_a, text_b, sizes)
+
+
+def _resampled_differences(text_a, text_b, sizes):
+    """The difference of the seed means in bits per byte over the bootstrap's 4,000 resamples of the documents (the
+    same draws for both sides, from seed 0)."""
+    n = len(sizes)
+    draws = np.random.default_rng(0).integers(0, n, size=(4000, n))
+    bits_a, bits_b = np.stack([r.bits for r in text_a.values()]), np.stack([r.bits for r in text_b.values()])
+    total = sizes[draws].sum(axis=-1)
+    return bits_a[:, draws].sum(axis=-1).mean(axis=0) / total - bits_b[:, draws].sum(axis=-1).mean(axis=0) / total
+
+
+def test_with_documents_the_text_is_a_third_term_of_welchs_test():
+    from scipy import stats
+
+    a, b, text_a, text_b, sizes = _two_setups()
+    result = compare(a, b, text_a, text_b)
+    n = len(sizes)
+    # the text's variance: the bootstrap's, which is the plug-in one (low by (n - 1) / n), undone
+    terms = [np.var(list(a.values()), ddof=1) / 3, np.var(list(b.values()), ddof=1) / 4,
+             np.var(_resampled_differences(text_a, text_b, sizes), ddof=1) * n / (n - 1)]
+    se = sum(terms) ** 0.5
+    df = sum(terms) ** 2 / (terms[0] ** 2 / 2 + terms[1] ** 2 / 3 + terms[2] ** 2 / (n - 1))  # Welch-Satterthwaite
+    difference = np.mean(list(a.values())) - np.mean(list(b.values()))
+    half = stats.t.ppf(0.975, df) * se
+    assert result.difference == pytest.approx(difference, rel=1e-12)
+    assert result.p_value == pytest.approx(2 * stats.t.sf(abs(difference) / se, df), rel=1e-9)
+    assert (result.low, result.high) == pytest.approx((difference - half, difference + half), rel=1e-9)
+    assert result.interval == f"Welch t over seeds (df {df:.1f}) + documents (bootstrap SE)"
+    assert result.test == "Welch t, 3 and 4 unpaired seeds"
+
+
+def test_with_one_seed_a_side_the_interval_is_the_documents_percentile_interval():
+    a, b, text_a, text_b, sizes = _two_setups()
+    result = compare({0: a[0]}, {0: b[0]}, {0: text_a[0]}, {0: text_b[0]})
+    low, high = np.percentile(_resampled_differences({0: text_a[0]}, {0: text_b[0]}, sizes), [2.5, 97.5])
+    assert (result.low, result.high) == pytest.approx((low, high), rel=1e-12)
+    assert (result.interval, result.p_value, result.test) == ("bootstrap over documents (text only)", None, "")
+
+
+def test_document_losses_of_one_side_only_or_without_every_seed_are_not_used():
+    a, b, text_a, text_b, _ = _two_setups()
+    seeds_only = compare(a, b)
+    assert compare(a, b, text_a, None) == seeds_only and compare(a, b, None, text_b) == seeds_only
+    assert compare(a, b, {s: text_a[s] for s in (0, 1)}, text_b) == seeds_only  # seed 2's losses not dumped
+    assert compare(a, b, text_a, {s: text_b[s] for s in (0, 1, 2)}) == seeds_only
+    # losses of more seeds than compared: those of the seeds compared are used
+    assert compare({0: a[0], 1: a[1]}, b, text_a, text_b) == compare({0: a[0], 1: a[1]}, b, {0: text_a[0],
+                                                                                          1: text_a[1]}, text_b)
+    assert "documents" in compare({0: a[0], 1: a[1]}, b, text_a, text_b).interval
+
+
+def test_what_a_comparison_without_a_test_says():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no variation: no degrees of freedom computed from 0 / 0 (a RuntimeWarning)
+        same = compare({0: 1.0, 1: 1.0}, {0: 0.5, 1: 0.5})
+    assert (same.interval, same.test) == ("no variation over seeds or text", "")
+    one = compare({0: 1.0}, {0: 0.5, 1: 0.6})
+    assert (one.difference, one.interval, one.test) == (pytest.approx(0.45), "", "")  # the difference all the same
