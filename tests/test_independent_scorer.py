@@ -10,8 +10,10 @@ before its chunk (fewer at the start of a piece) and the k before it in the chun
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -140,3 +142,53 @@ def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, mak
     again = evaluate_checkpoint(run, "test", data_dir)
     assert again.metrics.total_nll_nats == recorded["total_nll_nats"] and again.layout == recorded_layout
     assert checkpoint.load(run / "checkpoint.pt")  # the weights scored are the run's own
+
+
+def test_a_runs_layout_slides_half_a_window_unless_told_and_never_more_than_the_window():
+    from bench.engine.evaluation import run_layout
+    from bench.errors import BenchError
+
+    transformer, lstm = model_of("transformer"), model_of("lstm")  # a window of 16; none
+    assert run_layout(transformer, 3, 5) == EvalLayout(streams=3, chunk=8, window=16, precision="float32")
+    assert run_layout(transformer, 3, 5, chunk=16, amp=torch.bfloat16) == EvalLayout(3, 16, 16, "bfloat16 autocast")
+    assert run_layout(lstm, 2, 5) == EvalLayout(streams=2, chunk=5, window=None, precision="float32")
+    transformer.config = TransformerConfig(vocab_size=V, d_model=16, nlayers=2, nheads=2, context=2)
+    assert run_layout(transformer, 1, 5).chunk == 1
+    transformer.config = TransformerConfig(vocab_size=V, d_model=16, nlayers=2, nheads=2, context=16)
+    with pytest.raises(BenchError, match=r"^the evaluation chunk \(17\) is longer than the model's window \(16\): "
+                                         r"it is the stride of the evaluation window; use at most 16$"):
+        run_layout(transformer, 1, 5, chunk=17)
+
+
+class _Log(io.StringIO):
+    def __init__(self, terminal: bool):
+        super().__init__()
+        self.terminal = terminal
+
+    def isatty(self) -> bool:
+        return self.terminal
+
+
+COUNTS = {"n_bytes": 61, "n_chars": 61, "n_words": 10, "n_lines": 1}
+
+
+def test_an_evaluation_says_what_it_scores_in_a_log_and_shows_a_bar_on_a_terminal():
+    from types import SimpleNamespace
+
+    from bench.engine.evaluation import evaluate_splits
+
+    ids = np.random.default_rng(7).integers(1, V, size=61)
+    log = _Log(terminal=False)
+    scorer = Scorer(model_of("lstm"), BOS, EvalLayout(streams=3, chunk=7), torch.device("cpu"), progress=log)
+    metrics, result = scorer.split_metrics(ids, COUNTS, True, "test")
+    assert result.token_nll is None  # kept only when asked for
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "evaluating test: 61 tokens in 3 streams, 3 chunks"  # 21 tokens per stream, 7 at a time
+    assert re.fullmatch(r"evaluated test: 61 tokens in \d+\.\d s", lines[1]) and len(lines) == 2
+    corpus = SimpleNamespace(encoded=SimpleNamespace(ids={"valid": ids}), counts={"valid": COUNTS},
+                             lossless={"valid": True})
+    evaluate_splits(scorer, corpus, ("valid",))
+    assert log.getvalue().splitlines()[2].startswith("evaluating valid: ")  # each split by its name
+    terminal = _Log(terminal=True)
+    Scorer(scorer.model, BOS, scorer.layout, scorer.device, progress=terminal).score(ids, label="test")
+    assert "evaluating test" in terminal.getvalue() and "chunk/s" in terminal.getvalue()  # a tqdm bar

@@ -95,7 +95,7 @@ class Scorer:
     ranks: Ranks = Ranks()
     progress: TextIO | None = None
 
-    def split_metrics(self, ids: np.ndarray, counts: dict[str, int], lossless: bool, label: str = "",
+    def split_metrics(self, ids: np.ndarray, counts: dict[str, int], lossless: bool, label: str,
                       keep_token_nll: bool = False) -> tuple[SplitMetrics, EvalResult]:
         """Every normalized metric of a whole split, from its total NLL; ``counts``: its text's."""
         result = self.score(ids, keep_token_nll=keep_token_nll, label=label)
