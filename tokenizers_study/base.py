@@ -142,7 +142,7 @@ class Tokenizer(ABC):
             last = match.end()
         if last < len(text):
             pieces.append(np.asarray(self._encode(text[last:]), dtype=np.int32))
-        return np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+        return np.concatenate(pieces)  # the pattern matched: at least one piece
 
     @abstractmethod
     def _encode(self, text: str) -> Sequence[int] | np.ndarray: ...
@@ -208,7 +208,7 @@ class Tokenizer(ABC):
             sizes = lengths[block]
             ends = np.cumsum(sizes)
             # byte j of a token comes from its entry in the flat table: its start there, minus where it begins here
-            source = np.repeat(starts[block] - (ends - sizes), sizes) + np.arange(int(ends[-1]) if len(ends) else 0)
+            source = np.repeat(starts[block] - (ends - sizes), sizes) + np.arange(int(ends[-1]))  # a block has a token
             out[filled:filled + len(source)] = flat[source]
             filled += len(source)
         return str(out.data, "utf-8", "surrogateescape")

@@ -102,9 +102,9 @@ def compare(a: dict[int, float], b: dict[int, float], text_a: dict[int, TextLoss
     # Welch-Satterthwaite over the three variance terms; the text's is estimated from the documents (n - 1 df)
     spread = seed_a ** 2 / (len(va) - 1) + seed_b ** 2 / (len(vb) - 1)
     spread += text_se ** 4 / (len(sizes) - 1) if have_text else 0.0
-    df = (seed_a + seed_b + text_se ** 2) ** 2 / spread if spread > 0 else math.inf
     if se == 0:
         return Comparison(difference, difference, difference, "no variation over seeds or text", None, "")
+    df = (seed_a + seed_b + text_se ** 2) ** 2 / spread  # spread > 0 where se > 0
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, df)) * se
     p_value = float(2 * stats.t.sf(abs(difference) / se, df))
     how = f"Welch t over seeds (df {df:.1f})" + (" + documents (bootstrap SE)" if have_text else "")
