@@ -19,6 +19,13 @@ TRAIN_LOG = "train.log"
 ERROR = "error.txt"
 
 
+def run_folder_name(parts: list, run_id: str) -> str:
+    """A run's folder name, for every kind of run: its settings joined by ``-`` (letters, digits, ``-``, ``_`` and
+    ``.`` only), then the first ten characters of its run id: another setting, another folder."""
+    name = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in "-".join(map(str, parts))).strip("-")
+    return f"{name}-{run_id[:10]}"
+
+
 def token_losses(split: str) -> str:
     """Each evaluated token's NLL (nats), in text order (``dump_token_losses``)."""
     return f"token_nll.{split}.npy"

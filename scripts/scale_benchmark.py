@@ -34,11 +34,11 @@ BOOTSTRAP = """
 import sys
 from pathlib import Path
 from bench.engine.result import RunResult
-from bench.study.analysis import RunData
+from bench.study.analysis import FinishedRun
 from bench.study.uncertainty import document_interval
 run = Path(sys.argv[1])
 result = RunResult.from_json(__import__("json").loads((run / "result.json").read_text()))
-losses = RunData({}, result, run).text_losses("test")
+losses = FinishedRun({}, result, run).text_losses("test")
 if losses is None:
     sys.exit("error: no document losses (too few documents, or no token losses dumped)")
 low, high = document_interval([losses])

@@ -503,10 +503,10 @@ def _broken_checkpoints(root: Path, places: dict) -> None:
 
 
 def _broken_results(root: Path, places: dict) -> None:
-    from bench.study.execute import run_matrix
+    from bench.study.execute import Execution, run_matrix
 
     Path(places["matrix"]).write_text(MATRIX)
-    run_matrix(places["matrix"], places["results"], data_dir=places["data"], show_progress=False)
+    run_matrix(places["matrix"], places["results"], data_dir=places["data"], execution=Execution(show_progress=False))
     for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll", "bad_log", "no_log"):
         shutil.copytree(places["results"], root / name)
         places[name] = root / name

@@ -102,7 +102,7 @@ def test_flags_are_shown_as_flags_in_help(cli):
 
 
 def test_speed_figures_are_shown_in_units_that_show_them():
-    from bench.tables import duration, flops_rate
+    from bench.text_tables import duration, flops_rate
 
     assert flops_rate(0.0031) == "3.1 GFLOP/s" and flops_rate(412.3) == "412 TFLOP/s"
     assert flops_rate(2e-7) == "0.2 MFLOP/s"  # never "0.00 TFLOP/s"

@@ -8,7 +8,7 @@ import pytest
 
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
-from bench.study.execute import run_matrix
+from bench.study.execute import Execution, run_matrix
 from tests.test_bad_inputs import FAST, MATRIX, call
 
 
@@ -44,7 +44,7 @@ def test_two_matrices_cell_by_cell_with_welch_t_over_seeds(runs, tmp_path):
     for name, seeds in (("a", "[0, 1]"), ("b", "[2, 3]")):
         (tmp_path / f"{name}.toml").write_text(MATRIX.replace('name = "toy"', f'name = "{name}"')
                                                .replace("seed = [0]", f"seed = {seeds}"))
-        run_matrix(tmp_path / f"{name}.toml", tmp_path / name, data_dir=data, show_progress=False)
+        run_matrix(tmp_path / f"{name}.toml", tmp_path / name, data_dir=data, execution=Execution(show_progress=False))
     code, out, err = call(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
     assert code == 0, err
     [row] = json.loads(out)["rows"]

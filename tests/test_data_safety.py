@@ -14,7 +14,7 @@ import pytest
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.engine.trainer import Trainer, TrainingInterrupted
-from bench.study.execute import run_matrix
+from bench.study.execute import Execution, run_matrix
 
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
         "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 1, "eval_max_tokens": 500}
@@ -110,7 +110,7 @@ def test_two_matrix_processes_on_one_results_folder_train_each_run_once(data_dir
     for run_dir in run_dirs:
         steps = steps_of(run_dir)
         assert steps == list(range(1, len(steps) + 1)), run_dir.name  # each step logged once, in order
-    again = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    again = run_matrix(config, tmp_path / "results", data_dir=data_dir, execution=Execution(show_progress=False))
     assert again.counts == {"done": 3}
 
 
@@ -200,13 +200,14 @@ def test_a_retried_run_keeps_no_stale_error_and_counts_every_attempt(data_dir, t
 
     monkeypatch.setattr(Trainer, "train_step", slow_then_fail)
     with pytest.raises(KeyboardInterrupt):  # the matrix stops as on Ctrl-C
-        run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+        run_matrix(config, tmp_path / "results", data_dir=data_dir, execution=Execution(show_progress=False))
     monkeypatch.setattr(Trainer, "train_step", lambda self: (_ for _ in ()).throw(RuntimeError("broken")))
-    failed = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    failed = run_matrix(config, tmp_path / "results", data_dir=data_dir, execution=Execution(show_progress=False))
     run_dir = failed.chains[0][0].run_dir
     assert failed.counts == {"failed": 1} and (run_dir / "error.txt").is_file()
     monkeypatch.undo()
-    done = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False, retry_failed=True)
+    done = run_matrix(config, tmp_path / "results", data_dir=data_dir,
+                      execution=Execution(show_progress=False, retry_failed=True))
     assert done.counts == {"done": 1} and not (run_dir / "error.txt").exists()
     result = json.loads((run_dir / "result.json").read_text())
     assert result["provenance"]["wall_seconds"] > 1.0  # the first attempt's second is counted
@@ -228,7 +229,7 @@ def owned(data_dir, tmp_path_factory):
         runs[name] = root / name
     config = root / "toy.toml"
     config.write_text(MATRIX.replace('["byte", "char", "word-open:60"]', '["byte"]').replace("40_000", "3_000"))
-    run_matrix(config, root / "results" / "toy", data_dir=data_dir, show_progress=False)
+    run_matrix(config, root / "results" / "toy", data_dir=data_dir, execution=Execution(show_progress=False))
     return root, runs, config
 
 
@@ -354,3 +355,14 @@ def test_a_moved_results_folder_still_belongs_to_its_config(owned, data_dir, tmp
     again = cli("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(moved))
     assert again.returncode == 0, again.stderr  # the same config (its sha256 in runs.csv): finished runs reused
     assert "0 to run" in again.stderr
+
+
+def test_a_run_folder_name_is_one_folder_whatever_its_settings_spell():
+    # every kind of run (bench train, a matrix cell, a pretrained model) is named by this one function: a
+    # pretrained tokenizer's path must not become folders inside folders
+    from bench.run_files import run_folder_name
+
+    assert run_folder_name(["lstm", "tiny", "bpe1024", "wikitext-2", "s0"], "0123456789abcdef") == \
+        "lstm-tiny-bpe1024-wikitext-2-s0-0123456789"
+    assert run_folder_name(["sha-rnn", "tiny", "hf/models/gpt 2", "wt2_a.b", "s1"], "fedcba9876543210") == \
+        "sha-rnn-tiny-hf-models-gpt-2-wt2_a.b-s1-fedcba9876"

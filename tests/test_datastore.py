@@ -42,7 +42,9 @@ def enwik8_like_bytes(n: int, seed: int = 0) -> bytes:
 
 @pytest.fixture
 def registry(monkeypatch):
-    """Register test corpora for the duration of one test."""
+    """Register test corpora for the duration of one test (and no mirror from the environment: the tests say
+    where each file comes from)."""
+    monkeypatch.delenv("BENCH_DATA_MIRROR", raising=False)
 
     def add(spec):
         monkeypatch.setitem(corpora.REGISTRY, spec.name, spec)
@@ -318,6 +320,8 @@ def test_wikitext2_raw_partial_fetch_from_mirror(tmp_path, mirror):
 
 def test_a_failed_download_leaves_no_downloads_folder(tmp_path, monkeypatch):
     import bench.data.fetch as fetch_module
+
+    monkeypatch.delenv("BENCH_DATA_MIRROR", raising=False)  # the test is of a download
 
     def offline(url, target):
         raise OSError("Name or service not known")

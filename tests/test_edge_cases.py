@@ -109,7 +109,7 @@ def test_an_mfu_above_the_peak_is_not_printed_as_a_percentage():
 
 def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
     from bench.study.launch import wait_for
-    from bench.study.run_status import RunRecord, RunStatus
+    from bench.study.run_status import Attempt, RunStatus
 
     class Job:  # submitit's multi-task job: result() refuses, results() has one entry per task
         job_id = "1"
@@ -118,7 +118,7 @@ def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
             raise RuntimeError("You should use `results()` if your job has subtasks.")
 
         def results(self):
-            return [[RunRecord("run", RunStatus.DONE).to_json()], [RunRecord("run", RunStatus.DONE).to_json()]]
+            return [[Attempt("run", RunStatus.DONE).to_json()], [Attempt("run", RunStatus.DONE).to_json()]]
 
     class Planned:
         run_dir = "run"
@@ -128,7 +128,7 @@ def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
 
 
 def test_a_report_of_runs_scored_on_valid_only_says_so(toy, tmp_path):
-    from bench.study.execute import run_matrix
+    from bench.study.execute import Execution, run_matrix
     from bench.study.report import build_report
     from bench.errors import BenchError
     from tests.test_bad_inputs import MATRIX
@@ -136,21 +136,21 @@ def test_a_report_of_runs_scored_on_valid_only_says_so(toy, tmp_path):
     _, data, _ = toy
     config = tmp_path / "v.toml"
     config.write_text(MATRIX.replace("nhid = 16", 'nhid = 16\nfinal_eval_splits = "valid"'))
-    run_matrix(config, tmp_path / "results", data_dir=data, show_progress=False)
+    run_matrix(config, tmp_path / "results", data_dir=data, execution=Execution(show_progress=False))
     with pytest.raises(BenchError, match="no finished run was scored on the test split"):
         build_report(tmp_path / "results", tmp_path / "report")
     assert not (tmp_path / "report").exists()
 
 
 def test_a_report_does_not_show_a_config_that_changed_since_the_runs(toy, tmp_path):
-    from bench.study.execute import run_matrix
+    from bench.study.execute import Execution, run_matrix
     from bench.study.report import build_report
     from tests.test_bad_inputs import MATRIX
 
     _, data, _ = toy
     config = tmp_path / "m.toml"
     config.write_text(MATRIX)
-    run_matrix(config, tmp_path / "results", data_dir=data, show_progress=False)
+    run_matrix(config, tmp_path / "results", data_dir=data, execution=Execution(show_progress=False))
     (tmp_path / "results" / "matrix.toml").write_text("garbage [[[")
     page = build_report(tmp_path / "results", tmp_path / "report").read_text()
     assert "is missing or has changed since the runs were made" in page and "garbage [[[" not in page

@@ -106,9 +106,9 @@ def test_axes_use_engineering_notation():
 
 
 def test_html_tables_keep_numbers_whole_and_put_intervals_on_their_own_line():
-    from bench.study.document import Document
+    from bench.study.rendering import ReportPage
 
-    doc = Document("t")
+    doc = ReportPage("t")
     doc.table([{"model": "*gzip -9*", "tokenizer": "word-open:2048", "word ppl": "9,932.6 [6,529.1, 15,110.2]",
                 "bits/byte": "2.5491 ± 0.1162", "note": "0.161 (still improving)"}],
               ["model", "tokenizer", "word ppl", "bits/byte", "note"])

@@ -158,7 +158,7 @@ stride = 32
 def test_a_matrix_scores_pretrained_models_beside_its_runs_and_reports_them(tiny_gpt2, tmp_path, make_text):
     import csv
 
-    from bench.study.execute import run_matrix
+    from bench.study.execute import Execution, run_matrix
     from bench.study.report import build_report
 
     for k, split in enumerate(("train", "valid", "test")):
@@ -166,9 +166,9 @@ def test_a_matrix_scores_pretrained_models_beside_its_runs_and_reports_them(tiny
     config = tmp_path / "m.toml"
     config.write_text(MATRIX.format(model=tiny_gpt2))
     results, data = tmp_path / "results", tmp_path / "data"
-    planned = run_matrix(config, results, dry_run=True, data_dir=data, show_progress=False)
+    planned = run_matrix(config, results, dry_run=True, data_dir=data, execution=Execution(show_progress=False))
     assert [r.status.value for r in planned.pretrained] == ["new"] and not results.exists()
-    outcome = run_matrix(config, results, data_dir=data, show_progress=False)
+    outcome = run_matrix(config, results, data_dir=data, execution=Execution(show_progress=False))
     assert outcome.counts == {"done": 2}
     rows = list(csv.DictReader(open(outcome.csv_path)))
     gpt2 = next(r for r in rows if r["model"] == "hf:gpt2-tiny")
@@ -178,7 +178,7 @@ def test_a_matrix_scores_pretrained_models_beside_its_runs_and_reports_them(tiny
     assert float(gpt2["test_bits_per_byte"]) == pytest.approx(direct.metrics["test"].bits_per_byte, rel=1e-9)
     result = results / gpt2["run_dir"] / "result.json"
     written = result.stat().st_mtime_ns
-    again = run_matrix(config, results, data_dir=data, show_progress=False)
+    again = run_matrix(config, results, data_dir=data, execution=Execution(show_progress=False))
     assert again.counts == {"done": 2} and result.stat().st_mtime_ns == written  # skipped, not scored again
     report = build_report(results, tmp_path / "report").read_text()
     line = next(line for line in report.splitlines() if line.startswith("| hf:gpt2-tiny"))

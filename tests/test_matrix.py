@@ -10,7 +10,7 @@ import pytest
 
 from bench.errors import BenchError
 from bench.study.grid import load_config
-from bench.study.execute import run_matrix
+from bench.study.execute import Execution, run_matrix
 from bench.study.grid import expand
 from bench.study.report import build_report
 from bench.engine.trainer import Trainer, TrainingInterrupted
@@ -140,7 +140,7 @@ def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
 
     monkeypatch.setattr(Trainer, "train_step", interrupt_the_third_run)
     with pytest.raises(KeyboardInterrupt):  # the matrix stops: the CLI exits 130
-        run_matrix(config_path, results, data_dir=data, show_progress=False)
+        run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     rows = {r["run_dir"]: r for r in read_csv(results / "runs.csv")}
     assert sum(r["status"] == "done" for r in rows.values()) >= 3  # what finished before the interruption
     partial = [r for r in rows.values() if "lstm-tiny-word-open60-toy-s0-chars" in r["run_dir"]]
@@ -148,7 +148,7 @@ def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
     assert "stopped for the test" in partial[0]["error"]
     assert {r["status"] for r in rows.values()} <= {"done", "diverged", "interrupted", "new"}
 
-    outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
+    outcome = run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     rows = read_csv(results / "runs.csv")
     statuses = {r["run_dir"].split("/")[-1].rsplit("-", 1)[0]: r["status"] for r in rows}
     assert len(rows) == 8
@@ -171,7 +171,7 @@ def test_matrix_runs_skips_resumes_and_isolates_failures(toy, monkeypatch):
 
     # Finished runs are skipped: a third pass runs nothing and changes nothing.
     before = {p: p.stat().st_mtime_ns for p in results.glob("*/result.json")}
-    outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
+    outcome = run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     assert {p: p.stat().st_mtime_ns for p in results.glob("*/result.json")} == before
 
     # A changed setting makes new runs beside the old ones.
@@ -192,7 +192,8 @@ def test_parallel_jobs(toy, capsys):
     config_path, results, data = toy
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
                            .replace('"word:60"]', '"word:60"]\n', 1))
-    outcome = run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False, threads=1)
+    outcome = run_matrix(config_path, results, data_dir=data,
+                         execution=Execution(jobs=2, show_progress=False, threads=1))
     assert outcome.counts.get("done") == len([r for c in outcome.chains for r in c])
     for run in (run for chain in outcome.chains for run in chain):  # each log says what its run did, not a header
         log = (run.run_dir / "train.log").read_text()
@@ -204,7 +205,7 @@ def test_parallel_jobs(toy, capsys):
     for run in (run for chain in outcome.chains for run in chain):  # the threads are the run's provenance
         assert json.loads((run.run_dir / "result.json").read_text())["provenance"]["device"]["threads"] == 1
     with pytest.raises(BenchError, match="--threads must be at least 1"):
-        run_matrix(config_path, results, jobs=2, data_dir=data, show_progress=False, threads=0)
+        run_matrix(config_path, results, data_dir=data, execution=Execution(jobs=2, show_progress=False, threads=0))
 
 
 def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
@@ -233,15 +234,38 @@ def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (Path(__file__).parents[1] / "configs").glob("*.toml")))
 def test_shipped_configs_are_valid(name, repo):
+    """Every cell of a shipped config resolves with stand-in facts of its corpus's size: its model and training
+    settings build, its budget is its matching rule's and allows from one step to the most, its context fits the
+    model's window. (A dry run checks the same with the data; CI has no enwik8.)"""
+    from bench.data.facts import DataFacts
+    from bench.engine.budget import limit_for
+    from bench.engine.resolve import resolve
+    from bench.study.grid import MATCH_RULES, cell_spec
+    from tokenizers_study import parse_scheme
+
     config = load_config(repo / "configs" / f"{name}.toml")
-    assert expand(config)
+    assert config.name == name  # results/<name> and reports/<name> are named after the file
+    cells = expand(config)
+    assert cells
+    for cell in cells:
+        scheme = parse_scheme(str(cell["tokenizer"]))
+        per_token = 1 if scheme.family in ("byte", "char") else 4
+        train_chars = 100_000_000 if "enwik8" in cell["dataset"] else 10_000_000
+        facts = DataFacts(vocab_size=(scheme.size or 256) + 1, corpus=cell["dataset"], scheme=scheme.name,
+                          train_chars=train_chars, train_tokens=train_chars // per_token)
+        for phase in config.phases or [None]:
+            run = resolve(cell_spec(config, cell, phase), facts)
+            budget_key = MATCH_RULES[cell["match"]][0]
+            if budget_key in config.budget:
+                assert getattr(run.train, limit_for(budget_key).field) == config.budget[budget_key]
 
 
 @pytest.mark.mirror
 @pytest.mark.slow
 def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     results = tmp_path / "smoke"
-    outcome = run_matrix(repo / "configs" / "smoke.toml", results, data_dir=wt2_data_dir, show_progress=False)
+    outcome = run_matrix(repo / "configs" / "smoke.toml", results, data_dir=wt2_data_dir,
+                         execution=Execution(show_progress=False))
     assert set(outcome.counts) == {"done"}
     for row in read_csv(results / "runs.csv"):  # equal compute: the same FLOPs, to within one step
         if row["match"] == "flops":
@@ -354,10 +378,10 @@ def test_each_finished_run_says_what_it_measured_and_a_resume_says_how_many_resu
     config_path, results, data = toy
     config_path.write_text(CONFIG.split("[[include]]")[0].replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
                            .replace('"word-open:60", "word:60"]', '"word-open:60"]'))
-    outcome = run_matrix(config_path, results, data_dir=data, show_progress=False)
+    outcome = run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     err = capsys.readouterr().err
     assert re.search(r"\] lstm-tiny-byte-\S+: done \(test \d\.\d{3} bits/byte, trained [\d.]+ s\)", err), err
     run = outcome.chains[0][0].run_dir
     (run / "result.json").unlink()  # as if killed after its last checkpoint
-    run_matrix(config_path, results, data_dir=data, show_progress=False)
+    run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     assert "1 to run (1 of them resume from a checkpoint; in-process" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import pytest
 
 from bench.data.facts import DataFacts
 from bench.engine.budget import Budget, Usage
-from bench.engine.resolve import RunConfig, resolve
+from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec, TrainConfig, validate_spec
 from bench.errors import BenchError
 
@@ -16,7 +16,7 @@ FACTS = DataFacts(vocab_size=4097, corpus="wikitext-2", scheme="bpe:4096", token
                   split_sha256={"train": "11" * 32, "valid": "22" * 32, "test": "33" * 32})
 
 
-def resolved(model="sha-rnn", facts=FACTS, **overrides) -> RunConfig:
+def resolved(model="sha-rnn", facts=FACTS, **overrides) -> ResolvedRun:
     spec = RunSpec(model=model, preset="tiny", tokenizer="bpe:4096", dataset="wikitext-2", seed=3,
                    overrides=overrides)
     return resolve(validate_spec(spec), facts)
@@ -50,11 +50,11 @@ def test_where_a_run_is_written_or_executed_does_not_change_its_id():
 def test_the_run_configuration_round_trips_through_json_and_checks_its_id():
     config = resolved(max_train_chars=10_000, context_chars=100, max_steps=None).with_spec(out_dir="/r/x")
     data = json.loads(json.dumps(config.to_json()))
-    again = RunConfig.from_json(data)
+    again = ResolvedRun.from_json(data)
     assert again == config and again.run_id() == config.run_id()
     data["train"]["lr"] = 1.0  # edited after planning: not the run its id names
     with pytest.raises(BenchError, match="does not hash to its run id"):
-        RunConfig.from_json(data)
+        ResolvedRun.from_json(data)
 
 
 @pytest.mark.parametrize("model,overrides,facts,message", [
@@ -158,7 +158,7 @@ def test_the_errors_of_a_moved_or_edited_configuration_name_what_went_wrong():
     data = json.loads(json.dumps(config.to_json()))
     data["train"]["lr"] = 1.0
     with pytest.raises(BenchError, match=f"run configuration {config.run_id()} does not hash to its run id"):
-        RunConfig.from_json(data)
+        ResolvedRun.from_json(data)
 
 
 def test_the_preset_and_the_overrides_make_the_model_and_the_training():

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from bench.data.facts import DataFacts
-from bench.engine.resolve import MOST_STEPS, RunConfig, resolve
+from bench.engine.resolve import MOST_STEPS, ResolvedRun, resolve
 from bench.engine.spec import RunSpec, validate_spec
 from bench.errors import BenchError
 
@@ -20,7 +20,7 @@ LSTM_TINY_FLOPS = 2_457_984  # its training FLOPs per token at bptt 64
 STEP = 16 * 64  # tokens of one step of the tiny presets: batch_size x bptt
 
 
-def resolved(model="lstm", facts=FACTS, **overrides) -> RunConfig:
+def resolved(model="lstm", facts=FACTS, **overrides) -> ResolvedRun:
     spec = RunSpec(model=model, preset="tiny", tokenizer="bpe:4096", dataset="wikitext-2", seed=3,
                    overrides=overrides)
     return resolve(validate_spec(spec), facts)

@@ -12,8 +12,8 @@ import bench.data.store as store
 import bench.engine.run as run_module
 import bench.engine.spec as spec_module
 import bench.study.grid as grid
-from bench.engine.resolve import RunConfig
-from bench.study.execute import run_matrix
+from bench.engine.resolve import ResolvedRun
+from bench.study.execute import Execution, run_matrix
 
 CONFIG = """[matrix]
 name = "twice"
@@ -51,7 +51,7 @@ def counted(monkeypatch):
     for module in (grid, run_module):
         monkeypatch.setattr(module, "validate_spec", validate)
     monkeypatch.setattr(spec_module, "parse_overrides", counting("parse_overrides", spec_module.parse_overrides))
-    monkeypatch.setattr(RunConfig, "_hash", counting("run id", RunConfig._hash))
+    monkeypatch.setattr(ResolvedRun, "_hash", counting("run id", ResolvedRun._hash))
     original = store.sha256_file
 
     def split_hash(path):
@@ -67,7 +67,7 @@ def test_a_matrix_resolves_each_run_once(tmp_path, make_toy_corpus, counted):
     data_dir = make_toy_corpus(tmp_path)
     config = tmp_path / "twice.toml"
     config.write_text(CONFIG)
-    outcome = run_matrix(config, tmp_path / "results", data_dir=data_dir, show_progress=False)
+    outcome = run_matrix(config, tmp_path / "results", data_dir=data_dir, execution=Execution(show_progress=False))
     runs = sum(len(chain) for chain in outcome.chains)
     assert runs == 4 and outcome.counts.get("done") == 4
     assert counted["validate_spec"] == counted["parse_overrides"] == counted["run id"] == runs

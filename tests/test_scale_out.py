@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from bench.study.execute import run_matrix
+from bench.study.execute import Execution, run_matrix
 from bench.study.launch import ClusterSettings, submit, wait_for
 
 SETTINGS = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
@@ -86,7 +86,7 @@ nhid = 16
 def test_a_cluster_job_whose_time_is_up_checkpoints_is_requeued_and_resumes(data_dir, tmp_path):
     config = tmp_path / "toy.toml"
     config.write_text(TOY)
-    reference = run_matrix(config, tmp_path / "local", data_dir=data_dir, show_progress=False)
+    reference = run_matrix(config, tmp_path / "local", data_dir=data_dir, execution=Execution(show_progress=False))
     assert reference.counts == {"done": 1}
     outcome = run_matrix(config, tmp_path / "cluster", dry_run=True, data_dir=data_dir)
     (tmp_path / "cluster").mkdir()

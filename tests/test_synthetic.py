@@ -65,7 +65,8 @@ def test_a_wikitext103_stand_in_has_its_layout_a_growing_vocabulary_and_takes_th
 
     archive = write_wikitext103_like(source, SIZE, tmp_path / "m", seed=0)
     assert archive.name == "wikitext-103-v1.zip"
-    members = {name: zipfile.ZipFile(archive).read(name).decode("utf-8") for name in zipfile.ZipFile(archive).namelist()}
+    with zipfile.ZipFile(archive) as opened:
+        members = {name: opened.read(name).decode("utf-8") for name in opened.namelist()}
     assert sorted(members) == [f"wikitext-103/wiki.{s}.tokens" for s in ("test", "train", "valid")]
     train = members["wikitext-103/wiki.train.tokens"]
     assert SIZE <= len(train.encode("utf-8")) < SIZE + 100_000  # whole articles, the last one finished

@@ -15,7 +15,7 @@ import torch
 
 from bench.engine import checkpoint
 from bench.engine.inference import evaluate_checkpoint, load_model, sample
-from bench.engine.resolve import RunConfig
+from bench.engine.resolve import ResolvedRun
 from bench.engine.result import RunResult
 from bench.engine.run import execute, plan_run, train
 from bench.engine.spec import RunSpec
@@ -68,7 +68,7 @@ def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
     assert any("valid_bits_per_char" in r for r in log) and any("train_loss" in r for r in log)
     # one count of training compute: the model's (forward and backward: 3x forward) for the log and the result
     per_token = saved["model"]["train_flops_per_token"]
-    assert per_token == 3 * build_model("sha-rnn", RunConfig.from_json(json.loads(
+    assert per_token == 3 * build_model("sha-rnn", ResolvedRun.from_json(json.loads(
         (tmp_path / "run" / "spec.json").read_text())).model).flops_per_token(saved["resolved"]["train"]["bptt"])
     assert saved["training"]["flops"] == saved["training"]["tokens"] * per_token == log[-1]["train_flops"]
     # A finished run is not trained again.

@@ -89,7 +89,7 @@ def split_schemes(text: str) -> tuple[str, ...]:
 
 def metrics_table(metrics: dict[str, dict]) -> str:
     """Split metrics (JSON form) as a terminal table."""
-    from bench.tables import text_table
+    from bench.text_tables import text_table
 
     rows = [{"split": split, **values} for split, values in metrics.items()]
     columns = ["split", "bits_per_byte", "bits_per_char", "word_perplexity", "word_perplexity_eos",

@@ -50,7 +50,7 @@ def data_list(
     from dataclasses import asdict
 
     from bench.data.store import list_corpora
-    from bench.tables import text_table
+    from bench.text_tables import text_table
 
     rows = [asdict(r) for r in list_corpora(data_dir)]
     if as_json:
@@ -68,7 +68,7 @@ def data_verify(
     from dataclasses import asdict
 
     from bench.data.store import verify
-    from bench.tables import text_table
+    from bench.text_tables import text_table
 
     rows = verify(name, data_dir)
     if not rows:
@@ -155,7 +155,7 @@ def baselines_command(
     """Bits per byte of classical compressors (gzip, bzip2, xz, zstd, brotli, PPMd) on a corpus's splits, alone
     and primed with its train split: the baselines a language model must beat. Cached by the files' sha256."""
     from bench.data.compressors import compressor_baselines
-    from bench.tables import text_table
+    from bench.text_tables import text_table
 
     table = compressor_baselines(dataset, split_list(splits), data_dir, progress=not quiet)
     if as_json:

@@ -15,7 +15,7 @@ from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_
 from bench.errors import BenchError
 from bench.fileio import json_text, require_folder
 from bench.ownership import claim_output_file, owner_of
-from bench.tables import duration, flops_rate
+from bench.text_tables import duration, flops_rate
 
 
 MOST_DRAWS = 4096  # segmentations sampled per line by --marginal: beyond, the cost buys almost no precision

@@ -41,10 +41,10 @@ def run_matrix_command(
 ) -> None:
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
-    from bench.study.execute import run_matrix
+    from bench.study.execute import Execution, run_matrix
     from bench.study.launch import ClusterSettings
     from bench.study.run_status import RunStatus
-    from bench.tables import text_table
+    from bench.text_tables import text_table
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise BenchError("run-matrix under torchrun would run the whole matrix in every process; it spreads its "
@@ -62,8 +62,9 @@ def run_matrix_command(
                  threads=threads)
     cluster = None if launcher == "local" else ClusterSettings(
         launcher, wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
-    outcome = run_matrix(config, results, jobs, dry_run, retry_failed, data_dir, show_progress=not quiet,
-                         cluster=cluster, threads=threads)
+    execution = Execution(jobs=jobs, threads=threads, retry_failed=retry_failed, show_progress=not quiet,
+                          cluster=cluster)
+    outcome = run_matrix(config, results, data_dir, execution, dry_run=dry_run)
     if dry_run:
         rows = [run.row() for chain in outcome.chains for run in chain] + [r.row() for r in outcome.pretrained]
         axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []
@@ -103,7 +104,7 @@ def compare_command(
     import json
 
     from bench.study.compare import compare_paths
-    from bench.tables import text_table
+    from bench.text_tables import text_table
 
     compared = compare_paths(first, second)
     if as_json:

@@ -11,7 +11,7 @@ from bench.data.manifest import STATUS_USER
 from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.provenance import git_commit, library_versions
-from bench.tables import markdown_table, text_table
+from bench.text_tables import markdown_table, text_table
 from tokenizers_study.stats import SchemeStats, scheme_stats
 
 STATS_TITLE = "# Tokenization statistics"  # the first line of the Markdown report: `--out` may replace such a file

@@ -34,7 +34,7 @@ from bench.engine.result import RunResult, SplitMetrics
 from bench.errors import BenchError
 from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
 from bench.models.pretrained import PretrainedLM
-from bench.run_files import RESULT
+from bench.run_files import RESULT, run_folder_name
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
 CONTEXT_FIELDS = ("n_positions", "max_position_embeddings", "n_ctx")  # where a config.json states the context
@@ -269,7 +269,8 @@ def check_ids(ids: list[int], start: int, model, split: str) -> None:
 
 def default_out_dir(settings: HFEvalSettings, run_id: str) -> Path:
     """runs/hf-<model>-<dataset>-<split>-<run id>: another setting is another folder."""
-    return Path("runs") / f"hf-{Path(settings.model_dir).name}-{settings.dataset}-{settings.split}-{run_id[:10]}"
+    parts = ["hf", Path(settings.model_dir).name, settings.dataset, settings.split]
+    return Path("runs") / run_folder_name(parts, run_id)
 
 
 def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, tokenizer, metrics: SplitMetrics,

@@ -87,7 +87,8 @@ _RECIPES: dict[str, dict[str, dict[str, dict]]] = {
 
 # Each model's presets by name.
 PRESETS: Registry[Registry[dict[str, dict]]] = Registry(
-    "model", BenchError, [(model, Registry("preset", BenchError, recipes.items())) for model, recipes in _RECIPES.items()])
+    "model", BenchError,
+    [(model, Registry("preset", BenchError, recipes.items())) for model, recipes in _RECIPES.items()])
 
 
 def get_preset(model: str, preset: str) -> dict[str, dict]:

@@ -1,4 +1,4 @@
-"""A run resolved once: :func:`resolve` turns a spec and its data's facts into a :class:`RunConfig`.
+"""A run resolved once: :func:`resolve` turns a spec and its data's facts into a :class:`ResolvedRun`.
 
 The run configuration is frozen and round-trips through JSON. ``bench train``
 resolves once, the matrix planner once per cell, and whoever executes the run (the
@@ -28,7 +28,7 @@ MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a bu
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class ResolvedRun:
     spec: RunSpec
     model: Any  # the model family's config dataclass (bench.models)
     train: TrainConfig
@@ -62,7 +62,7 @@ class RunConfig:
         blob = json.dumps(content, sort_keys=True).encode()  # JSON values only, as spec.json holds them
         return hashlib.sha256(blob).hexdigest()[:16]
 
-    def with_spec(self, **changes) -> "RunConfig":
+    def with_spec(self, **changes) -> "ResolvedRun":
         """The same run with spec fields that do not change its id (``out_dir``, ``data_dir``) set."""
         allowed = {"out_dir", "data_dir"}
         if set(changes) - allowed:
@@ -76,7 +76,7 @@ class RunConfig:
                 "data": self.data.to_json(), "run_id": self.run_id()}
 
     @classmethod
-    def from_json(cls, data: dict) -> "RunConfig":
+    def from_json(cls, data: dict) -> "ResolvedRun":
         """Rebuild a configuration and check that it is the run it says it is."""
         from bench.models import make_config
 
@@ -89,7 +89,7 @@ class RunConfig:
         return config
 
 
-def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
+def resolve(spec: RunSpec, facts: DataFacts) -> ResolvedRun:
     """Apply preset and overrides; derive what depends on the data (vocabulary, context in tokens). ``spec`` is
     validated (``validate_spec``: its overrides are typed already)."""
     from bench.engine.presets import get_preset
@@ -106,7 +106,7 @@ def resolve(spec: RunSpec, facts: DataFacts) -> RunConfig:
     _check_layout(model, train, facts)
     _check_runtime(train)
     _check_budget_size(spec.model, model, train, facts)
-    return RunConfig(spec, model, train, facts)
+    return ResolvedRun(spec, model, train, facts)
 
 
 def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfig:

@@ -25,7 +25,7 @@ from bench.engine.device import describe, use_threads
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
 from bench.engine.layout import prepare_corpus
-from bench.engine.resolve import RunConfig, resolve
+from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.result import (DONE, DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult,
                                  SplitMetrics, SplitProvenance, TokenizerSummary, TrainingSummary, finished_result)
 from bench.engine.spec import RunSpec, validate_spec
@@ -34,21 +34,21 @@ from bench.engine.trainer import Trainer
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_bytes_atomic, write_json_atomic
 from bench.ownership import claim_run_folder
-from bench.run_files import BEST, CHECKPOINT, RESULT, SPEC, TOKENIZER
+from bench.run_files import BEST, CHECKPOINT, RESULT, SPEC, TOKENIZER, run_folder_name
 
 
-def default_run_dir(config: RunConfig) -> Path:
+def default_run_dir(config: ResolvedRun) -> Path:
     """``runs/<model>-<preset>-<tokenizer>-<dataset>-s<seed>-<run id>``: another setting, another folder."""
     spec = config.spec
-    name = f"{spec.model}-{spec.preset}-{spec.tokenizer.replace(':', '')}-{spec.dataset}-s{spec.seed}"
-    return Path("runs") / f"{name}-{config.run_id()[:10]}"
+    parts = [spec.model, spec.preset, spec.tokenizer.replace(":", ""), spec.dataset, f"s{spec.seed}"]
+    return Path("runs") / run_folder_name(parts, config.run_id())
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def plan_run(spec: RunSpec) -> RunConfig:
+def plan_run(spec: RunSpec) -> ResolvedRun:
     """Resolve a validated spec from the command line: measure its data, resolve once."""
     data_dir = resolve_data_dir(spec.data_dir)
     config = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
@@ -76,7 +76,7 @@ def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
         raise
 
 
-def execute(config: RunConfig, console: TextIO | None = None, show_progress: bool = True,
+def execute(config: ResolvedRun, console: TextIO | None = None, show_progress: bool = True,
             locked: bool = False, started: float | None = None) -> RunResult:
     """Train, evaluate and record one resolved run; ``console`` receives its messages (default stderr);
     ``started``: when the work began (``time.perf_counter``), if before this call (the run's planning).
@@ -128,7 +128,7 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     return build_result(trainer, metrics, scorer.layout, evaluated, trainer.wall_seconds(wall_start))
 
 
-def initial_weights(config: RunConfig) -> dict | None:
+def initial_weights(config: ResolvedRun) -> dict | None:
     """The weights ``init_from`` names, checked to be of this run's model family and tokenizer (before anything is
     written): under another tokenizer of the same size every embedding row would belong to another token."""
     if not config.train.init_from:

@@ -23,7 +23,7 @@ from bench.data.facts import DataFacts
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.device import autocast, autocast_dtype, configure, describe, pick_device, use_threads
 from bench.engine.optim import build_optimizer
-from bench.engine.resolve import RunConfig, resolve
+from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec, validate_spec
 from bench.engine.step import apply_gradients, build_training_model, forward_loss
 from bench.models.common import LanguageModel, detach_state
@@ -41,7 +41,7 @@ def bf16_peak_tflops(device_name: str) -> float | None:
     return None
 
 
-def default_warmup(config: RunConfig) -> int:
+def default_warmup(config: ResolvedRun) -> int:
     """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3."""
     max_memory = getattr(config.model, "max_memory", 0) or 0
     return max(3, math.ceil(max_memory / config.train.bptt) + 1)
@@ -104,7 +104,7 @@ def _peak_memory_gb(device: torch.device) -> float | None:
     return round(peak, 2)
 
 
-def _time_training(config: RunConfig, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
+def _time_training(config: ResolvedRun, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
                    amp: torch.dtype | None, steps: int, warmup: int) -> tuple[float, float]:
     """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones."""
     optimizer = build_optimizer(model.parameters(), config.train)

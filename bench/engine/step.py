@@ -12,12 +12,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bench.engine.device import autocast, flatten_lstms
-from bench.engine.resolve import RunConfig
+from bench.engine.resolve import ResolvedRun
 from bench.models import build_model
 from bench.models.common import LanguageModel, State
 
 
-def build_training_model(config: RunConfig, device: torch.device) -> LanguageModel:
+def build_training_model(config: ResolvedRun, device: torch.device) -> LanguageModel:
     """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts the
     model names compiled (``nn.Module.compile`` keeps the state_dict names)."""
     model = build_model(config.spec.model, config.model).to(device)

@@ -30,7 +30,7 @@ from bench.engine.evaluation import Scorer, run_layout
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.progress import Progress, SignalGuard, read_log_lines
-from bench.engine.resolve import RunConfig
+from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, apply_gradients, build_training_model
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
@@ -56,7 +56,7 @@ class TrainingDiverged(BenchError):
 
 
 class Trainer:
-    def __init__(self, config: RunConfig, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
+    def __init__(self, config: ResolvedRun, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
                  show_progress: bool = True, ranks: Ranks | None = None, started: float | None = None):
         self.config = config
         self.started = time.perf_counter() if started is None else started  # when the command's work began

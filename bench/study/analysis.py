@@ -26,7 +26,7 @@ from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
 
 
 @dataclass
-class RunData:
+class FinishedRun:
     """What the analyses need from one finished run."""
 
     row: dict  # its runs.csv row
@@ -104,7 +104,7 @@ class RunData:
 # --------------------------------------------------------------------------------------- unigram floor
 
 
-def unigram_floor(run: RunData) -> dict:
+def unigram_floor(run: FinishedRun) -> dict:
     """A unigram model of the run's tokenization fitted on train (add-one smoothing), scored on test.
 
     Every trained model should clearly beat it; it is the cost of the tokens' frequencies alone.
@@ -120,7 +120,7 @@ def unigram_floor(run: RunData) -> dict:
     return normalize_counts(total, len(test_ids), **text_counts(test_text))
 
 
-def token_analyses(done, runs: dict[str, RunData]) -> tuple[dict, dict, dict]:
+def token_analyses(done, runs: dict[str, FinishedRun]) -> tuple[dict, dict, dict]:
     """From the runs' artefacts: unigram floors per (dataset, tokenizer), how word loss spreads over pieces
     per text and matching rule and "model tokenizer", and the share of loss on <unk> per run folder."""
     floors = {}

@@ -55,9 +55,9 @@ def _kind(path: Path) -> str:
 
 def compare_runs(a: Path, b: Path) -> Compared:
     from bench.engine.result import RunResult
-    from bench.study.analysis import RunData
+    from bench.study.analysis import FinishedRun
 
-    runs = [RunData({}, RunResult.read(path / RESULT), path) for path in (a, b)]
+    runs = [FinishedRun({}, RunResult.read(path / RESULT), path) for path in (a, b)]
     tests = [run.result.metrics.get("test") for run in runs]
     if any(t is None for t in tests):
         raise BenchError(f"{a if tests[0] is None else b} has no test-split result; score it with bench eval RUN "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.run_files import RESULT
-from bench.tables import duration, flops_rate
+from bench.text_tables import duration, flops_rate
 
 
 @dataclass

@@ -26,7 +26,7 @@ from bench.study.grid import load_config
 from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
-from bench.study.run_status import RunRecord, RunStatus, wait_for_others
+from bench.study.run_status import Attempt, RunStatus, wait_for_others
 from bench.study.runs_table import write_runs_table
 from bench.study.worker import WorkerSettings, init_worker, run_chain, worker_chain
 
@@ -41,21 +41,33 @@ class MatrixOutcome:
     counts: dict[str, int] = field(default_factory=dict)
 
 
-def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, jobs: int = 1,
-               dry_run: bool = False, retry_failed: bool = False, data_dir: str | Path | None = None,
-               show_progress: bool = True, cluster: ClusterSettings | None = None,
-               threads: int | None = None) -> MatrixOutcome:
-    """Plan a matrix and run what is not done: here (``jobs`` processes of ``threads`` CPU threads each; by
-    default the free cores shared among them) or as cluster jobs (``cluster``)."""
+@dataclass(frozen=True)
+class Execution:
+    """How ``bench run-matrix`` runs what a plan has not done: here (``jobs`` processes of ``threads`` CPU threads
+    each; by default the free cores shared among them) or as cluster jobs (``cluster``)."""
+
+    jobs: int = 1
+    threads: int | None = None
+    retry_failed: bool = False  # run failed or diverged runs again
+    show_progress: bool = True
+    cluster: ClusterSettings | None = None
+
+    def check(self) -> None:
+        from bench.engine.device import check_threads
+
+        if self.jobs < 1:
+            raise BenchError("--jobs must be at least 1")
+        check_threads(self.threads)
+        if self.cluster is not None:
+            self.cluster.check()
+
+
+def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, data_dir: str | Path | None = None,
+               execution: Execution = Execution(), dry_run: bool = False) -> MatrixOutcome:
+    """Plan a matrix and, unless ``dry_run``, run what is not done as ``execution`` says."""
     from bench.data.paths import resolve_data_dir
 
-    if jobs < 1:
-        raise BenchError("--jobs must be at least 1")
-    from bench.engine.device import check_threads
-
-    check_threads(threads)
-    if cluster is not None:
-        cluster.check()
+    execution.check()
     config = load_config(config_path)
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
     claim_matrix_folder(results, config.path, config.name)
@@ -74,16 +86,16 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, j
         return outcome
     created = not results.exists()
     try:
-        return _execute(outcome, jobs, retry_failed, show_progress, cluster, threads)
+        return _execute(outcome, execution)
     except Exception:  # a full disk, say; Ctrl-C keeps what the runs in progress saved
         if created and not any(results.glob("*/checkpoint.pt")) and not any(results.glob("*/result.json")):
             shutil.rmtree(results, ignore_errors=True)  # nothing worth keeping: no folder left behind
         raise
 
 
-def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progress: bool,
-             cluster: ClusterSettings | None, threads: int | None) -> MatrixOutcome:
+def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     """Run what a planned matrix has not done yet and write its runs.csv."""
+    jobs, cluster, retry_failed = execution.jobs, execution.cluster, execution.retry_failed
     config, results = outcome.config, outcome.results_dir
     results.mkdir(parents=True, exist_ok=True)
     record_matrix_owner(results, config.path)
@@ -93,7 +105,7 @@ def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progres
         pending = [r for r in chain if _should_run(r, retry_failed)]
         if pending and all(r.config is not None for r in chain):  # a chain with no data cannot run
             todo.append(pending)
-    cpu_threads = None if cluster else _cpu_threads(jobs, threads)
+    cpu_threads = None if cluster else _cpu_threads(jobs, execution.threads)
     where = (f"as {cluster.launcher} jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
     where += f", {cpu_threads} CPU thread(s) each" if cpu_threads else ""
     resuming = sum(run.status in (RunStatus.PARTIAL, RunStatus.INTERRUPTED) for chain in todo for run in chain)
@@ -101,7 +113,7 @@ def _execute(outcome: MatrixOutcome, jobs: int, retry_failed: bool, show_progres
     print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
           file=sys.stderr)
     finished = (_cluster_chains(todo, outcome, cluster) if cluster
-                else _finished_chains(todo, jobs, show_progress, cpu_threads))
+                else _finished_chains(todo, jobs, execution.show_progress, cpu_threads))
     clock = MatrixClock([run.train_flops or 0.0 for chain in todo for run in chain], jobs if not cluster else len(todo))
     try:
         for k, (pending, records) in enumerate(finished, 1):
@@ -159,7 +171,7 @@ def _cpu_threads(jobs: int, threads: int | None) -> int | None:
 
 
 def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None
-                     ) -> Iterator[tuple[list[PlannedRun], list[RunRecord]]]:
+                     ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes. Ctrl-C
     stops the matrix: the runs in progress checkpoint, nothing new starts, and KeyboardInterrupt is raised once
     their records are yielded."""
@@ -206,7 +218,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
                         records, interrupted = _records_on_disk(pending), True
                         _stop_all(stopped, waiting)
                     except Exception as exc:  # the worker process itself died
-                        records = [RunRecord(str(pending[0].run_dir), RunStatus.FAILED, f"worker died: {exc}")]
+                        records = [Attempt(str(pending[0].run_dir), RunStatus.FAILED, f"worker died: {exc}")]
                     yield pending, records
             except KeyboardInterrupt:
                 abandon = interrupted  # a second Ctrl-C: stop waiting for the runs in progress
@@ -221,7 +233,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
 
 
 def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluster: ClusterSettings
-                    ) -> Iterator[tuple[list[PlannedRun], list[RunRecord]]]:
+                    ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     from bench.study.launch import submit, wait_for
 
     jobs = submit(todo, outcome.results_dir, outcome.config.name, cluster)
@@ -238,11 +250,11 @@ def _stop_all(stopped, waiting) -> None:
         future.cancel()
 
 
-def _records_on_disk(pending: list[PlannedRun]) -> list[RunRecord]:
+def _records_on_disk(pending: list[PlannedRun]) -> list[Attempt]:
     """After an interruption: what each run of a chain recorded in its status.json, up to the one stopped."""
     records = []
     for run in pending:
-        record = RunRecord.read(run.run_dir)
+        record = Attempt.read(run.run_dir)
         if record is None:
             break
         records.append(record)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from bench.fileio import write_text_atomic
-from bench.tables import format_value
+from bench.text_tables import format_value
 
 LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}

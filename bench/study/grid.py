@@ -22,6 +22,7 @@ from typing import Any
 from bench.engine.budget import LIMITS, limit_for
 from bench.engine.spec import RunSpec, validate_spec
 from bench.errors import USER_ERRORS, BenchError
+from bench.run_files import run_folder_name
 from bench.study.config import MatrixConfig, read_config
 from tokenizers_study import is_pretrained
 
@@ -119,17 +120,13 @@ def cell_label(cell: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in cell.items())
 
 
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in str(text)).strip("-")
-
-
-def run_folder_name(cell: dict, phase: dict | None, run_id: str) -> str:
+def cell_folder_name(cell: dict, phase: dict | None, run_id: str) -> str:
     parts = [cell["model"], cell["preset"], str(cell["tokenizer"]).replace(":", ""), cell["dataset"],
              f"s{cell['seed']}", cell["match"]]
     parts += [f"{k}{v}" for k, v in cell.items() if k not in CORE_AXES]
     if phase:
         parts.append(phase["name"])
-    return _safe("-".join(map(str, parts))) + f"-{run_id[:10]}"
+    return run_folder_name(parts, run_id)
 
 
 def load_config(path: str | Path) -> MatrixConfig:

@@ -25,7 +25,7 @@ import submitit
 
 from bench.errors import BenchError
 from bench.study.plan import PlannedRun
-from bench.study.run_status import RunRecord, RunStatus
+from bench.study.run_status import Attempt, RunStatus
 from bench.study.worker import WorkerSettings, run_chain
 
 LAUNCHERS = ("local", "slurm", "submitit-local")
@@ -105,9 +105,9 @@ def wait_for(jobs: list, todo: list[list[PlannedRun]]):
     """Yield each chain with its records as its job ends (a job that failed outright: one failed record)."""
     for job, chain in zip(jobs, todo):
         try:
-            records = [RunRecord.from_json(r) for r in job.results()[0]]  # a job of several tasks: rank 0's
+            records = [Attempt.from_json(r) for r in job.results()[0]]  # a job of several tasks: rank 0's
         except Exception as exc:  # the job itself failed: its log is in the .submitit folder
-            records = [RunRecord(str(chain[0].run_dir), RunStatus.FAILED, f"job {job.job_id} failed: {job_error(exc)}")]
+            records = [Attempt(str(chain[0].run_dir), RunStatus.FAILED, f"job {job.job_id} failed: {job_error(exc)}")]
         yield chain, records
 
 

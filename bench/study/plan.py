@@ -1,7 +1,7 @@
 """The plan of a matrix: every cell resolved once into the run it will execute.
 
 Each cell's spec (bench.study.grid) is resolved with its data's facts into a frozen
-:class:`~bench.engine.resolve.RunConfig`; its folder is
+:class:`~bench.engine.resolve.ResolvedRun`; its folder is
 ``results/<matrix>/<readable-name>-<run id>``. The plan says, per run, its status on
 disk (finished runs are skipped, interrupted ones resume, a changed setting is a new
 run id and a new folder), its parameters, context in tokens and planned training
@@ -19,11 +19,11 @@ from bench.data.facts import DataFacts, load_data_facts
 from bench.data.manifest import is_user_corpus, unknown_corpus
 from bench.engine import checkpoint
 from bench.engine.budget import epoch_tokens, mean_step_tokens
-from bench.engine.resolve import RunConfig, resolve
+from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
 from bench.study.config import MatrixConfig
-from bench.study.grid import cell_label, cell_spec, expand, run_folder_name
+from bench.study.grid import cell_folder_name, cell_label, cell_spec, expand
 from bench.study.run_status import RunStatus, current_status
 from tokenizers_study import TokenizerError
 
@@ -33,7 +33,7 @@ class PlannedRun:
     cell: dict
     phase: str | None
     spec: RunSpec
-    config: RunConfig | None  # None when the data are not there
+    config: ResolvedRun | None  # None when the data are not there
     status: RunStatus
     problem: str | None = None
     params_total: int | None = None
@@ -125,7 +125,7 @@ def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: Run
             checkpoint.locate(resolved.train.init_from)  # weights named in the config must exist before anything runs
     except BenchError as exc:
         raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
-    run_dir = results_dir / run_folder_name(cell, phase, resolved.run_id())
+    run_dir = results_dir / cell_folder_name(cell, phase, resolved.run_id())
     resolved = resolved.with_spec(out_dir=str(run_dir), data_dir=str(data_dir))
     with torch.device("meta"):
         model = build_model(spec.model, resolved.model)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.run_files import run_folder_name
 from bench.study.run_status import RunStatus
 
 PRETRAINED = "pretrained"
@@ -132,7 +133,7 @@ def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> l
             except BenchError as exc:
                 runs.append(PretrainedRun(entry["name"], settings, RunStatus.NO_DATA, problem=str(exc)))
                 continue
-            folder = results_dir / f"hf-{entry['name']}-{dataset}-{identity.run_id[:10]}"
+            folder = results_dir / run_folder_name(["hf", entry["name"], dataset], identity.run_id)
             runs.append(PretrainedRun(entry["name"], replace(settings, out_dir=str(folder)),
                                       current_status(folder, identity.run_id), identity))
     return runs
@@ -153,14 +154,14 @@ def check_corpora(entries: list[dict], data_dir: Path) -> None:
 def score_pretrained(run: PretrainedRun) -> None:
     """Score one pretrained run, recording its outcome like a trained run's (status.json; failures go on)."""
     from bench.engine.hf_eval import evaluate_pretrained
-    from bench.study.run_status import RunRecord, failure_text, locked_record
+    from bench.study.run_status import Attempt, failure_text, locked_record
 
-    def attempt() -> RunRecord:
+    def attempt() -> Attempt:
         try:
             evaluate_pretrained(run.settings, run.identity, in_matrix=True)
-            return RunRecord(str(run.run_dir), RunStatus.DONE, run_id=run.run_id)
+            return Attempt(str(run.run_dir), RunStatus.DONE, run_id=run.run_id)
         except Exception as exc:  # a failed evaluation is recorded and the matrix goes on
-            return RunRecord(str(run.run_dir), RunStatus.FAILED, failure_text(exc), run.run_id)
+            return Attempt(str(run.run_dir), RunStatus.FAILED, failure_text(exc), run.run_id)
 
     record = locked_record(run.run_dir, run.run_id, attempt)
     run.status, run.problem = record.status, record.error or None

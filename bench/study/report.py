@@ -2,7 +2,7 @@
 and every figure as PNG and SVG, under ``reports/<matrix>/``.
 
 The runs come from the matrix's ``runs.csv`` (bench.study.runs_table) and each finished
-run's ``result.json`` and artefacts (bench.study.analysis.RunData); the tables are
+run's ``result.json`` and artefacts (bench.study.analysis.FinishedRun); the tables are
 computed in bench.study.report_tables, the figures drawn in bench.study.figures.
 """
 
@@ -25,7 +25,7 @@ from bench.ownership import claim_report_folder, record_report_owner
 from bench.run_files import RESULT
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.config import is_matrix_name
-from bench.study.document import Document
+from bench.study.rendering import ReportPage
 from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
@@ -46,7 +46,7 @@ class Study:
     done: pd.DataFrame  # the finished runs trained here, with report columns (flags, lossless_bool)
     pretrained: pd.DataFrame  # the finished [[pretrained]] runs, with the same columns
     axes: list[str]
-    runs: dict[str, analysis.RunData]  # by run folder name
+    runs: dict[str, analysis.FinishedRun]  # by run folder name
     config_path: Path
     valid_only: list[str] = field(default_factory=list)  # finished runs not scored on test: left out, named
 
@@ -86,13 +86,13 @@ def load_study(results_dir: Path) -> Study:
     return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only)
 
 
-def _run_data(results_dir: Path, row) -> analysis.RunData:
+def _run_data(results_dir: Path, row) -> analysis.FinishedRun:
     run_dir = results_dir / row["run_dir"]  # run folders are named relative to the results folder
     result = run_dir / RESULT
     if not result.is_file():
         raise BenchError(f"runs.csv lists {row['run_dir']} as done but {result} does not exist; run `bench "
                          f"run-matrix` on the config again to rebuild runs.csv from the run folders")
-    data = analysis.RunData(dict(row), RunResult.read(result), run_dir)
+    data = analysis.FinishedRun(dict(row), RunResult.read(result), run_dir)
     check_row(data.row, data.result, results_dir / "runs.csv")
     return data
 
@@ -118,7 +118,7 @@ def _write_report(study: Study, out: Path, style: FigureStyle) -> Path:
     data_dirs = {run.row["dataset"]: run.result.spec.data_dir for run in study.runs.values()}
     baselines = compressor_rows.study_baselines(study.done, data_dirs)
     study.done["flags"] = compressor_rows.flag_worse_than_compressors(study.done, baselines)
-    doc = Document(f"Tokenization study: {study.name}")
+    doc = ReportPage(f"Tokenization study: {study.name}")
     _summary(doc, study)
     _main_table_section(doc, study, floors, baselines, out)
     _attack_and_sweep_sections(doc, study, out, compressor_rows.figure_lines(baselines, study.done, style.metric),
@@ -139,7 +139,7 @@ def _write_report(study: Study, out: Path, style: FigureStyle) -> Path:
     return out / "report.md"
 
 
-def _main_table_section(doc: Document, study: Study, floors: dict, baselines, out: Path) -> None:
+def _main_table_section(doc: ReportPage, study: Study, floors: dict, baselines, out: Path) -> None:
     done, axes = study.done, study.axes
     rows = (main_table(done, axes, floors, study.runs) + pretrained_rows(study.pretrained) +
             compressor_rows.reference_rows(baselines, done))
@@ -189,7 +189,7 @@ def _no_text_interval(study: Study) -> str:
     return f"the test text has {_documents(study)}, fewer than the {MIN_RESAMPLED} a bootstrap needs"
 
 
-def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compressor_lines: dict,
+def _attack_and_sweep_sections(doc: ReportPage, study: Study, out: Path, compressor_lines: dict,
                                style: FigureStyle) -> None:
     done, metric = study.done, style.metric.label
     doc.heading("1. The tokenization attack")
@@ -213,7 +213,7 @@ def _attack_and_sweep_sections(doc: Document, study: Study, out: Path, compresso
             "are the 256 point (byte-level BPE with no merges).")
 
 
-def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: dict, style: FigureStyle) -> None:
+def _word_sections(doc: ReportPage, study: Study, out: Path, profiles: dict, unk: dict, style: FigureStyle) -> None:
     doc.heading("3. Teacher forcing inside words")
     _figure(doc, lambda: figures.teacher_forcing_figure(profiles, style), out, "3-teacher-forcing",
             "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
@@ -246,7 +246,7 @@ def _word_sections(doc: Document, study: Study, out: Path, profiles: dict, unk: 
              "words in bytes) and the subword and byte runs are scored on the real text.")
 
 
-def _training_sections(doc: Document, study: Study, out: Path, style: FigureStyle) -> None:
+def _training_sections(doc: ReportPage, study: Study, out: Path, style: FigureStyle) -> None:
     done, metric = study.done, style.metric.label
     doc.heading("5. Learning curves")
     curves = [(dict(r), study.runs[r["run_dir"]].log) for _, r in done.iterrows()]
@@ -278,7 +278,7 @@ def _training_sections(doc: Document, study: Study, out: Path, style: FigureStyl
                "near the end of training is a verdict about this budget only.")
 
 
-def _paired_section(doc: Document, study: Study, out: Path) -> None:
+def _paired_section(doc: ReportPage, study: Study, out: Path) -> None:
     doc.heading("Comparisons between tokenizations")
     paired = paired_rows(study.done, study.axes, study.runs)
     if not paired:
@@ -308,7 +308,7 @@ def _paired_section(doc: Document, study: Study, out: Path) -> None:
         doc.para(power)
 
 
-def _marginal_section(doc: Document, study: Study) -> None:
+def _marginal_section(doc: ReportPage, study: Study) -> None:
     doc.heading("Beyond the canonical segmentation")
     rows = marginal_rows(study.runs)
     if not rows:
@@ -324,7 +324,7 @@ def _marginal_section(doc: Document, study: Study) -> None:
               "evaluation layout), shown beside it.")
 
 
-def _figure(doc: Document, draw, out: Path, name: str, caption: str) -> None:
+def _figure(doc: ReportPage, draw, out: Path, name: str, caption: str) -> None:
     """A figure, or where it has nothing to draw, one line saying why (and no file of an earlier report left)."""
     try:
         fig = draw()
@@ -340,7 +340,7 @@ def _save(fig, out: Path, name: str) -> tuple[str, bytes]:
     return name, figures.save(fig, out, name)
 
 
-def _summary(doc: Document, study: Study) -> None:
+def _summary(doc: ReportPage, study: Study) -> None:
     table, done, config_path = study.table, study.done, study.config_path
     counts = table["status"].value_counts().to_dict()
     doc.para(f"Generated {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')} from "

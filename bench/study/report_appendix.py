@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.study.document import Document
+from bench.study.rendering import ReportPage
 
 
-def provenance_section(doc: Document, table: pd.DataFrame, done: pd.DataFrame, runs: dict, config_path: Path) -> None:
+def provenance_section(doc: ReportPage, table: pd.DataFrame, done: pd.DataFrame, runs: dict, config_path: Path) -> None:
     """Where every number came from: code, devices, libraries, config, runs table and the data's checksums."""
     from bench.fileio import sha256_file
     from bench.provenance import git_commit
@@ -43,7 +43,7 @@ def provenance_section(doc: Document, table: pd.DataFrame, done: pd.DataFrame, r
         doc.code(config_path.read_text())
 
 
-def definitions_section(doc: Document) -> None:
+def definitions_section(doc: ReportPage) -> None:
     doc.heading("Metric definitions")
     doc.items([
         "L = total negative log-likelihood (nats) of every token of the test split, the first one predicted from "

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from bench.study.analysis import RunData
+from bench.study.analysis import FinishedRun
 from bench.study.convergence import last_doubling, trend_cell
 from bench.study.figures import tokenizer_order
 from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval, seeds_needed
@@ -20,7 +20,7 @@ METRICS = (("test_bits_per_byte", "bits/byte"), ("test_bits_per_char", "bits/cha
            ("test_token_perplexity", "token ppl"))
 
 
-def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str, RunData]) -> list[dict]:
+def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str, FinishedRun]) -> list[dict]:
     """One row per cell (all axes but the seed): means over seeds with Student-t intervals, an interval over
     the documents of the text for bits per byte, and the unigram floor."""
     keys = [a for a in axes if a != "seed"] + ["phase"]
@@ -82,7 +82,7 @@ def _ppl_with_ci(log_mean: float, log_half: float | None) -> str:
     return f"{text} [{_with_ci(math.exp(log_mean - log_half), None)}, {_with_ci(math.exp(log_mean + log_half), None)}]"
 
 
-def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, RunData]) -> list[dict]:
+def paired_rows(done: pd.DataFrame, axes: list[str], runs: dict[str, FinishedRun]) -> list[dict]:
     """Every pair of tokenizations of the same model, data, matching rule and phase: the difference in test
     bits per byte with its interval, and a p-value (Holm-adjusted over all the pairs) where seeds allow one."""
     group_keys = [a for a in axes if a not in ("seed", "tokenizer")] + ["phase"]
@@ -165,7 +165,7 @@ def matching_rows(done: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def marginal_rows(runs: dict[str, RunData]) -> list[dict]:
+def marginal_rows(runs: dict[str, FinishedRun]) -> list[dict]:
     """The likelihood over all segmentations of each run that has one, beside the main table's number."""
     return [{"model": run.row["model"], "tokenizer": run.row["tokenizer"], "seed": run.row["seed"],
              "lines": m["lines"], "draws per line": m["draws_per_line"],

@@ -47,7 +47,7 @@ class RunStatus(StrEnum):
 
 
 @dataclass
-class RunRecord:
+class Attempt:
     """The outcome of one attempt at a run."""
 
     run_dir: str
@@ -62,11 +62,11 @@ class RunRecord:
         write_json_atomic(Path(self.run_dir) / STATUS, self.to_json())
 
     @classmethod
-    def from_json(cls, data: dict) -> "RunRecord":
+    def from_json(cls, data: dict) -> "Attempt":
         return cls(data["run_dir"], RunStatus.parse(data["status"]), data.get("error", ""), data.get("run_id", ""))
 
     @classmethod
-    def read(cls, run_dir: Path) -> "RunRecord | None":
+    def read(cls, run_dir: Path) -> "Attempt | None":
         path = run_dir / STATUS
         if not path.is_file():
             return None
@@ -77,7 +77,7 @@ class RunRecord:
                              f"is then planned from its checkpoint or from the start)") from None
 
 
-def locked_record(run_dir: Path, run_id: str, attempt: Callable[[], RunRecord]) -> RunRecord:
+def locked_record(run_dir: Path, run_id: str, attempt: Callable[[], Attempt]) -> Attempt:
     """Make one attempt at a run while holding its lock and write its outcome to status.json; a run that
     another process holds is left alone and reported as running."""
     try:
@@ -85,7 +85,7 @@ def locked_record(run_dir: Path, run_id: str, attempt: Callable[[], RunRecord]) 
             record = attempt()
             record.write()
     except RunLocked as exc:
-        return RunRecord(str(run_dir), RunStatus.RUNNING, str(exc), run_id)
+        return Attempt(str(run_dir), RunStatus.RUNNING, str(exc), run_id)
     return record
 
 
@@ -99,7 +99,7 @@ def current_status(run_dir: Path, run_id: str) -> RunStatus:
         return RunStatus.DONE
     if is_locked(run_dir):
         return RunStatus.RUNNING
-    record = RunRecord.read(run_dir)
+    record = Attempt.read(run_dir)
     if record is not None and record.status.failed:
         return record.status
     if (run_dir / CHECKPOINT).is_file():

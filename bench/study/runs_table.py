@@ -27,7 +27,7 @@ from bench.study.config import MatrixConfig
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
 from bench.study.pretrained import PRETRAINED, PretrainedRun
-from bench.study.run_status import RunRecord, RunStatus
+from bench.study.run_status import Attempt, RunStatus
 
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"
@@ -42,7 +42,7 @@ def run_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str, 
                matrix=config.name, config_sha256=config.sha256)
     if run.run_dir is None:
         return row
-    record = RunRecord.read(run.run_dir)
+    record = Attempt.read(run.run_dir)
     if record is not None:
         row["error"] = record.error
     if run.status is RunStatus.DONE:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.engine.distributed import Ranks
-from bench.engine.resolve import RunConfig
+from bench.engine.resolve import ResolvedRun
 from bench.run_files import ERROR, TRAIN_LOG
-from bench.study.run_status import RunRecord, RunStatus, failure_text, locked_record
+from bench.study.run_status import Attempt, RunStatus, failure_text, locked_record
 
 ORPHAN_GRACE_SECONDS = 120.0  # for a run in progress to reach its next step and checkpoint
 _ORPHANED = threading.Event()  # set in a worker whose matrix process died
@@ -34,7 +34,7 @@ class WorkerSettings:
     threads: int | None = None  # torch threads per worker process on CPU
 
 
-def worker_chain(configs: list[dict], settings: WorkerSettings) -> list[RunRecord]:
+def worker_chain(configs: list[dict], settings: WorkerSettings) -> list[Attempt]:
     """:func:`run_chain` in a worker process, where Ctrl-C interrupts only while a chain runs (an idle worker
     that died of it would break the pool and kill the runs in progress before they checkpoint), and a chain
     handed out after a Ctrl-C is not started."""
@@ -56,7 +56,7 @@ def _note_interrupt(signum, frame) -> None:
     _INTERRUPTED.set()
 
 
-def run_chain(configs: list[RunConfig | dict], settings: WorkerSettings) -> list[RunRecord]:
+def run_chain(configs: list[ResolvedRun | dict], settings: WorkerSettings) -> list[Attempt]:
     """Execute runs one after another (a cell's phases); stop at the first that does not finish. A run's
     configuration comes as it is (in this process) or as JSON (from another), checked against its run id."""
     if settings.threads:
@@ -78,17 +78,17 @@ def run_chain(configs: list[RunConfig | dict], settings: WorkerSettings) -> list
     return records
 
 
-def run_recorded(config: RunConfig | dict, settings: WorkerSettings) -> RunRecord:
+def run_recorded(config: ResolvedRun | dict, settings: WorkerSettings) -> Attempt:
     """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
     another process is training is left alone and reported as running."""
-    config = config if isinstance(config, RunConfig) else RunConfig.from_json(config)
+    config = config if isinstance(config, ResolvedRun) else ResolvedRun.from_json(config)
     run_dir = Path(config.spec.out_dir)
     if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
         return _attempt(config, run_dir, settings, main=False)
     return locked_record(run_dir, config.run_id(), lambda: _attempt(config, run_dir, settings))
 
 
-def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> RunRecord:
+def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> Attempt:
     from bench.engine.run import execute
     from bench.engine.trainer import TrainingInterrupted
 
@@ -100,16 +100,16 @@ def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True)
             print(f"== {run_dir.name}", file=console, flush=True)
         try:
             result = execute(config, console=console, show_progress=settings.show_progress, locked=True)
-            return RunRecord(str(run_dir), RunStatus.DONE, run_id=result.run_id)
+            return Attempt(str(run_dir), RunStatus.DONE, run_id=result.run_id)
         except (TrainingInterrupted, KeyboardInterrupt) as exc:
             if console is not None:
                 print(f"interrupted: {exc}", file=console, flush=True)
             if main:
-                RunRecord(str(run_dir), RunStatus.INTERRUPTED, failure_text(exc) if str(exc) else "interrupted",
+                Attempt(str(run_dir), RunStatus.INTERRUPTED, failure_text(exc) if str(exc) else "interrupted",
                           config.run_id()).write()
             raise
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
-            record = RunRecord(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
+            record = Attempt(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
             if main:
                 (run_dir / ERROR).write_text(traceback.format_exc())
             if console is not None:

@@ -11,7 +11,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from bench.tables import format_value, markdown_table
+from bench.text_tables import format_value, markdown_table
 
 ITALICS = re.compile(r"(?<![*\w])\*(?![\s*])([^*]+?)(?<![\s*])\*(?![*\w])")
 INTERVAL = re.compile(r"^(.*?)(?: (\[[^\]]*\]))?$", re.S)
@@ -29,7 +29,7 @@ STYLE = ("body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width
 
 
 @dataclass
-class Document:
+class ReportPage:
     """Blocks rendered twice: as Markdown and as one self-contained HTML page."""
 
     title: str
