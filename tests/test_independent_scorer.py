@@ -191,4 +191,5 @@ def test_an_evaluation_says_what_it_scores_in_a_log_and_shows_a_bar_on_a_termina
     assert log.getvalue().splitlines()[2].startswith("evaluating valid: ")  # each split by its name
     terminal = _Log(terminal=True)
     Scorer(scorer.model, BOS, scorer.layout, scorer.device, progress=terminal).score(ids, label="test")
-    assert "evaluating test" in terminal.getvalue() and "chunk/s" in terminal.getvalue()  # a tqdm bar
+    assert "evaluating test" in terminal.getvalue() and re.search(r"[?\d]chunk/s\]", terminal.getvalue())  # a bar
+    assert terminal.getvalue().endswith(" \r")  # cleared when done: the split's result line follows on its own
