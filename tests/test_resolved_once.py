@@ -5,13 +5,12 @@ another process, where the file is opened anew)."""
 from __future__ import annotations
 
 import collections
+import sys
 
 import pytest
 
 import bench.data.store as store
-import bench.engine.run as run_module
 import bench.engine.spec as spec_module
-import bench.study.grid as grid
 from bench.engine.resolve import ResolvedRun
 from bench.study.execute import Execution, run_matrix
 
@@ -47,10 +46,13 @@ def counted(monkeypatch):
             return function(*args, **kwargs)
         return wrapper
 
-    validate = counting("validate_spec", spec_module.validate_spec)
-    for module in (grid, run_module):
-        monkeypatch.setattr(module, "validate_spec", validate)
-    monkeypatch.setattr(spec_module, "parse_overrides", counting("parse_overrides", spec_module.parse_overrides))
+    # every module's own name for each function, wherever it was imported from (a module that called it under
+    # its own name would otherwise go uncounted)
+    for original in (spec_module.validate_spec, spec_module.parse_overrides):
+        counted = counting(original.__name__, original)
+        for name, module in list(sys.modules.items()):
+            if name.startswith("bench") and getattr(module, original.__name__, None) is original:
+                monkeypatch.setattr(module, original.__name__, counted)
     monkeypatch.setattr(ResolvedRun, "_hash", counting("run id", ResolvedRun._hash))
     original = store.sha256_file
 

@@ -19,7 +19,7 @@ def config_fields(
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " Default: every model."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of fields."),
 ) -> None:
-    """Every training and model field: type, default and meaning. Set one with --set KEY=VALUE on `bench train`,
+    """Every training and model field: type, default, allowed range and meaning. Set one with --set KEY=VALUE on `bench train`,
     or in a matrix config's [shared], [models.<model>] or [tokenizers."<scheme>"] table. A preset
     (`bench models describe MODEL --preset P`) changes the defaults."""
     from bench.engine.fields import all_field_docs
@@ -39,7 +39,8 @@ def config_fields(
             print(f"\n[{section}]")
         default = "none" if doc.default is None else str(doc.default).lower() if isinstance(doc.default, bool) \
             else doc.default
-        print(f"  {doc.name:<{width}}  {doc.kind} = {default}")
+        allowed = f", {doc.allowed}" if doc.allowed else ""
+        print(f"  {doc.name:<{width}}  {doc.kind} = {default}{allowed}")
         print(f"  {'':<{width}}  {doc.meaning}")
 
 

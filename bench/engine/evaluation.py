@@ -51,8 +51,12 @@ def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None 
     window = getattr(model.config, "context", None)  # a model that sees a window of tokens (the Transformer)
     check_eval_chunk(chunk, window, "the evaluation chunk")
     default_chunk = bptt if window is None else max(1, window // 2)
-    precision = "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
-    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision)
+    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision_name(amp))
+
+
+def precision_name(amp: torch.dtype | None) -> str:
+    """How an evaluation layout records its arithmetic: "float32", or "bfloat16 autocast" and the like."""
+    return "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
 
 
 @dataclass

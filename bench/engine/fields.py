@@ -1,24 +1,15 @@
-"""Every setting a run takes, read from the dataclasses themselves (``bench config fields``).
-
-The meaning of a field is the comment on its line in the dataclass, and a training field's section is the
-``# --- section ---`` line above it, so the reference cannot drift from the code: a field added without a
-comment fails ``tests/test_config_fields.py``.
+"""Every setting a run takes, as the reference lists it (``bench config fields``): read from the settings declared
+on the spec's dataclasses (``bench.settings.setting``: type and default from the field, help, range and section
+from its metadata), so the reference cannot drift from the checks.
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
-import io
-import re
-import textwrap
-import tokenize
 import types
 import typing
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Literal
 
-SECTION = re.compile(r"#\s*-+\s*(.*?)\s*-*\s*$")
 SET_BY_TOKENIZER = "vocab_size"  # a model field the tokenizer decides: never a setting
 
 
@@ -29,25 +20,21 @@ class FieldDoc:
     default: Any
     meaning: str
     section: str  # "training: optimisation", "model: sha-rnn", ...
+    allowed: str  # its range: "> 0", ">= 1", "in [0, 1)"; "" where the type says it all
 
 
 def field_docs(cls: type, section: str) -> list[FieldDoc]:
-    """The fields of a config dataclass with their type, default and the comment on their line."""
-    comments, sections = _line_comments(cls)
+    """The settings of a config dataclass with their type, default, help, range and section."""
     hints = typing.get_type_hints(cls)
     docs = []
-    current = section
-    lines = {node.target.id: node.lineno for node in ast.parse(_source(cls)).body[0].body
-             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)}
     for f in fields(cls):
         if f.name == SET_BY_TOKENIZER:
             continue
-        line = lines[f.name]
-        above = [title for at, title in sections if at < line]
-        if above:
-            current = f"{section}: {above[-1]}"
-        default = f.default if f.default is not MISSING else None
-        docs.append(FieldDoc(f.name, readable_type(hints[f.name]), default, comments.get(line, ""), current))
+        meta = f.metadata
+        allowed = meta.get("allowed")
+        docs.append(FieldDoc(f.name, readable_type(hints[f.name]), None if f.default is MISSING else f.default,
+                             meta.get("help", ""), f"{section}: {meta['section']}" if meta.get("section") else section,
+                             allowed.describe() if allowed else ""))
     return docs
 
 
@@ -69,23 +56,3 @@ def readable_type(kind: Any) -> str:
     if origin is Literal:
         return "one of " + ", ".join(map(str, args))
     return getattr(kind, "__name__", str(kind))
-
-
-def _source(cls: type) -> str:
-    return textwrap.dedent(inspect.getsource(cls))
-
-
-def _line_comments(cls: type) -> tuple[dict[int, str], list[tuple[int, str]]]:
-    """Comments after code on a line (line -> text) and section lines (``# --- title ---``), by line."""
-    comments, sections, code_lines = {}, [], set()
-    for token in tokenize.generate_tokens(io.StringIO(_source(cls)).readline):
-        line = token.start[0]
-        if token.type == tokenize.COMMENT:
-            text = token.string
-            if line in code_lines:
-                comments[line] = text.lstrip("#").strip()
-            elif SECTION.match(text):
-                sections.append((line, SECTION.match(text).group(1)))
-        elif token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
-            code_lines.add(line)
-    return comments, sections

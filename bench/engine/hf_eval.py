@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from bench.data.store import SplitData
 from bench.engine.device import autocast_dtype
-from bench.engine.evaluation import EvalLayout, Scorer
+from bench.engine.evaluation import EvalLayout, Scorer, precision_name
 from bench.engine.result import RunResult, SplitMetrics
 from bench.errors import BenchError
 from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
@@ -235,16 +235,15 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     start = start_token(model, tokenizer)
     check_ids(ids, start, model, settings.split)
     amp = autocast_dtype(device, settings.precision)
-    precision = "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
-    scorer = Scorer(PretrainedLM(model, window), start, EvalLayout(settings.streams, stride, window, precision), device,
-                    amp)
+    lm = PretrainedLM(model, window)
+    scorer = Scorer(lm, start, EvalLayout(settings.streams, stride, window, precision_name(amp)), device, amp)
     lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
     metrics, scored = scorer.split_metrics(np.asarray(ids), text_counts(text), lossless, settings.split)
     if not math.isfinite(metrics.total_nll_nats):  # a bad value never becomes a result
         raise BenchError(f"{settings.model_dir} gives non-finite losses on {settings.split} (NaN or infinite "
                          f"weights?); no result is written")
     other = lm_eval_numbers(model, tokenizer, text, window, device) if settings.lm_eval_conventions else None
-    result = _result(settings, identity, model, tokenizer, metrics, scored.layout.to_json(), other)
+    result = _result(settings, identity, lm, tokenizer, metrics, scored.layout.to_json(), other)
     if out is not None:
         created = not out.exists()
         try:
@@ -273,8 +272,8 @@ def default_out_dir(settings: HFEvalSettings, run_id: str) -> Path:
     return Path("runs") / run_folder_name(parts, run_id)
 
 
-def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, tokenizer, metrics: SplitMetrics,
-            layout: dict, other: dict | None) -> RunResult:
+def _result(settings: HFEvalSettings, identity: PretrainedIdentity, lm: PretrainedLM, tokenizer,
+            metrics: SplitMetrics, layout: dict, other: dict | None) -> RunResult:
     import datetime as _dt
 
     from bench.engine.device import describe
@@ -283,8 +282,7 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, token
     from bench.engine.spec import RunSpec
     from bench.provenance import comparability, git_commit, library_versions, machine
 
-    folder, split = Path(settings.model_dir), identity.split
-    params = sum(p.numel() for p in model.parameters())
+    folder, split, model = Path(settings.model_dir), identity.split, lm.inner
     comparable, notes = comparability(f"hf:{folder.name}", [] if metrics.lossless else [settings.split],
                                       {settings.split: split.status})
     notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
@@ -296,7 +294,7 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, model, token
                      data_dir=settings.data_dir, out_dir=settings.out_dir),
         resolved={"model": {"model_dir": str(folder), "model_type": model.config.model_type,
                             "weights_sha256": identity.weights_sha256}, "train": {}},
-        model=ModelSummary(f"hf:{folder.name}", params, params - model.get_input_embeddings().weight.numel(), None),
+        model=ModelSummary(f"hf:{folder.name}", lm.num_params(), lm.non_embedding_params(), None),
         tokenizer=TokenizerSummary(f"hf:{folder.name}", identity.tokenizer_sha256, len(tokenizer), None,
                                    {settings.split: metrics.lossless}),
         data=DataSummary(settings.dataset, split.verified, {settings.split: SplitProvenance(**split.provenance())}),

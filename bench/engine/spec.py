@@ -10,84 +10,81 @@ Turning a spec into the configuration a run executes is :mod:`bench.engine.resol
 from __future__ import annotations
 
 import dataclasses
-import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Optional
 
 from bench.errors import BenchError
+from bench.settings import (AT_LEAST_1, BELOW_1, FRACTION, NOT_NEGATIVE, POSITIVE, check_settings, refusal,
+                            section)
+
+
+layout = section("data layout")
+optimisation = section("optimisation")
+budget = section("budget")  # training stops at the first limit reached (bench.engine.budget)
+bookkeeping = section("evaluation and bookkeeping")
+runtime = section("runtime")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    # --- data layout ---------------------------------------------------------------------------
-    batch_size: int = 16  # parallel streams the train split is laid out in
-    bptt: int = 64  # training segment length, tokens (the Transformer's context)
-    context_chars: Optional[int] = None  # if set: bptt = round(context_chars / characters per token)
-    seq_jitter: bool = False  # the reference's random segment length (bptt, sometimes halved, plus noise)
-    # --- optimisation --------------------------------------------------------------------------
-    optimizer: Literal["lamb", "adamw"] = "adamw"  # LAMB (the SHA-RNN paper's) or AdamW
-    lr: float = 1e-3  # peak learning rate
-    weight_decay: float = 0.0  # decoupled weight decay
-    beta1: float = 0.9  # first-moment decay of Adam and LAMB
-    beta2: float = 0.999  # second-moment decay of Adam and LAMB
-    eps: float = 1e-6  # added to the second-moment root
-    min_trust: float = 0.25  # LAMB only: floor of the trust ratio
-    warmup_steps: int = 0  # linear warmup from 0
-    schedule: Literal["constant", "linear", "cosine"] = "constant"  # learning-rate decay after warmup
-    min_lr_ratio: float = 0.0  # where linear and cosine decay end, as a fraction of lr
-    clip: float = 0.25  # gradient norm clipping (0: off)
-    # --- budget ------------------------------------------------------------------------------------
-    # training stops at the first limit reached (bench.engine.budget)
-    max_steps: Optional[int] = None  # optimizer steps
-    max_epochs: Optional[float] = None  # passes over the train split (fractions allowed)
-    max_train_chars: Optional[int] = None  # characters of training text seen
-    max_tokens: Optional[int] = None  # tokens of training text seen
-    max_minutes: Optional[float] = None  # wall-clock minutes of training (not reproducible: a guard)
-    max_train_flops: Optional[float] = None  # training FLOPs (the model's per token, times tokens seen)
-    # --- evaluation and bookkeeping ------------------------------------------------------------------
-    eval_every: int = 100  # steps between validations (0: only at the end)
-    eval_max_chars: Optional[int] = None  # validation during training scores the first N characters (whole lines)
-    eval_max_tokens: Optional[int] = None  # or the first N tokens (not the same text under each tokenization)
-    eval_streams: int = 16  # evaluation lays a split out in this many parallel streams, each from <bos>
-    final_eval_streams: Optional[int] = None  # for the final numbers (1: one stream, never restarted; none: the same)
-    eval_chunk: Optional[int] = None  # tokens per evaluation forward pass (default bptt); Transformer: stride
-    checkpoint_every: int = 100  # steps between checkpoints (resume starts from the last)
-    log_every: int = 10  # steps between training-loss lines in log.jsonl
-    dump_token_losses: bool = False  # save each evaluated token's NLL (token_nll.<split>.npy in the run folder)
-    init_from: Optional[str] = None  # start from these weights (a checkpoint or run folder), new optimizer
-    final_eval_splits: str = "valid,test"  # splits scored in full at the end
-    # --- runtime -------------------------------------------------------------------------------------
-    device: str = "auto"  # where to run: auto, cpu, cuda, cuda:N, mps
-    threads: Optional[int] = None  # CPU threads (none: $OMP_NUM_THREADS, else the free cores per run at a time)
-    precision: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: bf16 autocast on CUDA, else float32
-    compile: bool = False  # torch.compile the parts each model names (LanguageModel.compile_parts)
+    batch_size: int = layout(16, "parallel streams the train split is laid out in", AT_LEAST_1)
+    bptt: int = layout(64, "training segment length, tokens (the Transformer's context)", AT_LEAST_1)
+    context_chars: Optional[int] = layout(None, "if set: bptt = round(context_chars / characters per token)",
+                                          POSITIVE)
+    seq_jitter: bool = layout(False, "the reference's random segment length (bptt, sometimes halved, plus noise)")
+
+    optimizer: Literal["lamb", "adamw"] = optimisation("adamw", "LAMB (the SHA-RNN paper's) or AdamW")
+    lr: float = optimisation(1e-3, "peak learning rate", POSITIVE)
+    weight_decay: float = optimisation(0.0, "decoupled weight decay", NOT_NEGATIVE)
+    beta1: float = optimisation(0.9, "first-moment decay of Adam and LAMB", BELOW_1)
+    beta2: float = optimisation(0.999, "second-moment decay of Adam and LAMB", BELOW_1)
+    eps: float = optimisation(1e-6, "added to the second-moment root", NOT_NEGATIVE)
+    min_trust: float = optimisation(0.25, "LAMB only: floor of the trust ratio", BELOW_1)
+    warmup_steps: int = optimisation(0, "linear warmup from 0", NOT_NEGATIVE)
+    schedule: Literal["constant", "linear", "cosine"] = optimisation("constant",
+                                                                     "learning-rate decay after warmup")
+    min_lr_ratio: float = optimisation(0.0, "where linear and cosine decay end, as a fraction of lr", FRACTION)
+    clip: float = optimisation(0.25, "gradient norm clipping (0: off)", NOT_NEGATIVE)
+
+    max_steps: Optional[int] = budget(None, "optimizer steps", POSITIVE)
+    max_epochs: Optional[float] = budget(None, "passes over the train split (fractions allowed)", POSITIVE)
+    max_train_chars: Optional[int] = budget(None, "characters of training text seen", POSITIVE)
+    max_tokens: Optional[int] = budget(None, "tokens of training text seen", POSITIVE)
+    max_minutes: Optional[float] = budget(None, "wall-clock minutes of training (not reproducible: a guard)",
+                                          POSITIVE)
+    max_train_flops: Optional[float] = budget(None, "training FLOPs (the model's per token, times tokens seen)",
+                                              POSITIVE)
+
+    eval_every: int = bookkeeping(100, "steps between validations (0: only at the end)", NOT_NEGATIVE)
+    eval_max_chars: Optional[int] = bookkeeping(
+        None, "validation during training scores the first N characters (whole lines)", POSITIVE)
+    eval_max_tokens: Optional[int] = bookkeeping(
+        None, "or the first N tokens (not the same text under each tokenization)", POSITIVE)
+    eval_streams: int = bookkeeping(16, "evaluation lays a split out in this many parallel streams, each from <bos>",
+                                    AT_LEAST_1)
+    final_eval_streams: Optional[int] = bookkeeping(
+        None, "for the final numbers (1: one stream, never restarted; none: the same)", POSITIVE)
+    eval_chunk: Optional[int] = bookkeeping(
+        None, "tokens per evaluation forward pass (default bptt); Transformer: stride", POSITIVE)
+    checkpoint_every: int = bookkeeping(100, "steps between checkpoints (resume starts from the last)", AT_LEAST_1)
+    log_every: int = bookkeeping(10, "steps between training-loss lines in log.jsonl", AT_LEAST_1)
+    dump_token_losses: bool = bookkeeping(
+        False, "save each evaluated token's NLL (token_nll.<split>.npy in the run folder)")
+    init_from: Optional[str] = bookkeeping(
+        None, "start from these weights (a checkpoint or run folder), new optimizer")
+    final_eval_splits: str = bookkeeping("valid,test", "splits scored in full at the end")
+
+    device: str = runtime("auto", "where to run: auto, cpu, cuda, cuda:N, mps")
+    threads: Optional[int] = runtime(
+        None, "CPU threads (none: $OMP_NUM_THREADS, else the free cores per run at a time)", POSITIVE)
+    precision: Literal["auto", "float32", "bfloat16"] = runtime(
+        "auto", "auto: bf16 autocast on CUDA, else float32")
+    compile: bool = runtime(False, "torch.compile the parts each model names (LanguageModel.compile_parts)")
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ValueError(f"{f.name} must be a finite number, not {value}")
-        for name in ("batch_size", "bptt", "eval_streams", "checkpoint_every", "log_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        for name in ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_minutes", "max_train_flops",
-                     "context_chars", "eval_chunk", "eval_max_chars", "eval_max_tokens", "final_eval_streams",
-                     "threads"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise ValueError(f"{name} must be positive (or none)")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, not {self.lr}")
-        for name in ("warmup_steps", "eval_every", "clip", "weight_decay", "eps"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, not {getattr(self, name)}")
-        for name in ("beta1", "beta2", "min_trust"):
-            if not 0 <= getattr(self, name) < 1:
-                raise ValueError(f"{name} must be in [0, 1), not {getattr(self, name)}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio must be in [0, 1], not {self.min_lr_ratio}")
+        check_settings(self)
         if self.eval_max_chars is not None and self.eval_max_tokens is not None:
             raise ValueError("eval_max_chars and eval_max_tokens are both set; validation takes one of them")
         splits = self.final_splits
@@ -189,19 +186,18 @@ def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
     from bench.models import config_class
 
     model_keys, train_keys = allowed_keys(model)
-    model_hints = typing.get_type_hints(config_class(model))
-    train_hints = typing.get_type_hints(TrainConfig)
+    declared = {f.name: (f, cls) for cls in (TrainConfig, config_class(model)) for f in fields(cls)}
     out = {}
     for key, raw in pairs.items():
-        if key in model_keys:
-            out[key] = parse_value(model_hints[key], raw, key)
-        elif key in train_keys:
-            out[key] = parse_value(train_hints[key], raw, key)
-        else:
+        if key not in model_keys and key not in train_keys:
             raise BenchError(
                 f"unknown setting {key!r} for {model}; model settings: {', '.join(model_keys)}; "
                 f"training settings: {', '.join(train_keys)}"
             )
+        f, cls = declared[key]
+        out[key] = parse_value(typing.get_type_hints(cls)[key], raw, key)
+        if problem := refusal(cls, f, out[key]):
+            raise BenchError(problem)
     return out
 
 

@@ -9,7 +9,6 @@ Transformer's window of previous tokens. ``None`` means "start of a document".
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import torch
@@ -17,24 +16,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 State = Any  # nested lists/tuples of tensors, or None
-
-
-MOST_WIDTH = 2**31 - 1  # the largest size of one tensor dimension this toolkit accepts
-
-
-def check_ranges(config: Any, positive: tuple[str, ...] = (), probabilities: tuple[str, ...] = ()) -> None:
-    """Raise ValueError naming the first field of ``config`` outside its range: ``positive`` fields must be
-    finite and above 0, ``probabilities`` (dropout rates) in [0, 1)."""
-    for name in positive:
-        value = getattr(config, name)
-        if isinstance(value, bool) or not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{name} must be positive, not {value}")
-        if isinstance(value, int) and value > MOST_WIDTH:  # beyond what a tensor dimension can hold
-            raise ValueError(f"{name} {value:,} is beyond {MOST_WIDTH:,}; lower it")
-    for name in probabilities:
-        value = getattr(config, name)
-        if not 0 <= value < 1:
-            raise ValueError(f"{name} is a dropout rate and must be in [0, 1), not {value}")
 
 
 class LanguageModel(nn.Module):

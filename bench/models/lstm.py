@@ -19,25 +19,27 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State, check_ranges, run_lstm
+from bench.models.common import LanguageModel, State, run_lstm
+from bench.settings import DROPOUT, POSITIVE, SIZE, check_settings, setting
 
 
 @dataclass
 class LSTMConfig:
-    vocab_size: int = 256  # set from the tokenizer when a run is resolved
-    emsize: int = 400  # embedding width, and the last LSTM's width (the softmax shares the embedding)
-    nhid: int = 1150  # width of the other LSTM layers
-    nlayers: int = 3  # stacked LSTM layers
-    dropout: float = 0.1  # locked dropout on the last layer's output
-    dropouth: float = 0.1  # locked dropout between LSTM layers
-    dropouti: float = 0.1  # locked dropout on the embeddings
-    dropoute: float = 0.0  # embedding dropout: probability of dropping a whole token type
-    wdrop: float = 0.0  # DropConnect on hidden-to-hidden weights
-    init_range: float = 0.1  # embedding init U(-r, r); AWD-LSTM's 0.1 is slow for tiny models trained briefly
+    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
+    emsize: int = setting(400, "embedding width, and the last LSTM's width (the softmax shares the embedding)",
+                          SIZE)
+    nhid: int = setting(1150, "width of the other LSTM layers", SIZE)
+    nlayers: int = setting(3, "stacked LSTM layers", SIZE)
+    dropout: float = setting(0.1, "locked dropout on the last layer's output", DROPOUT)
+    dropouth: float = setting(0.1, "locked dropout between LSTM layers", DROPOUT)
+    dropouti: float = setting(0.1, "locked dropout on the embeddings", DROPOUT)
+    dropoute: float = setting(0.0, "embedding dropout: probability of dropping a whole token type", DROPOUT)
+    wdrop: float = setting(0.0, "DropConnect on hidden-to-hidden weights", DROPOUT)
+    init_range: float = setting(0.1, "embedding init U(-r, r); AWD-LSTM's 0.1 is slow for tiny models trained "
+                                     "briefly", POSITIVE)
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("vocab_size", "emsize", "nhid", "nlayers", "init_range"),
-                     probabilities=("dropout", "dropouth", "dropouti", "dropoute", "wdrop"))
+        check_settings(self)
 
 
 def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:

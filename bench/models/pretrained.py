@@ -42,8 +42,5 @@ class PretrainedLM(LanguageModel):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return hidden
 
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.inner.parameters())
-
     def embedding_params(self) -> int:
         return self.inner.get_input_embeddings().weight.numel()

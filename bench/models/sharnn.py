@@ -59,30 +59,29 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State, check_ranges, run_lstm
+from bench.models.common import LanguageModel, State, run_lstm
+from bench.settings import DROPOUT, SIZE, check_settings, setting
 
 Attention = Literal["second-last", "all", "none"]
 
 
 @dataclass
 class SHARNNConfig:
-    vocab_size: int = 256  # set from the tokenizer when a run is resolved
-    emsize: int = 1024  # E: embedding, LSTM and attention width
-    nhid: int = 4096  # H: the Boom layer's inner width, a multiple of E
-    nlayers: int = 4  # SHA-RNN blocks (LSTM, optional attention, Boom)
-    attention: Attention = "second-last"  # which blocks have the single attention head
-    dropout: float = 0.1  # on the last block's output
-    dropouth: float = 0.1  # inside blocks: after LSTM, attention, Boom; on query, value, attention weights
-    dropouti: float = 0.1  # on the input embeddings
-    max_memory: int = 5000  # attention positions in all: carried memory plus current segment
+    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
+    emsize: int = setting(1024, "E: embedding, LSTM and attention width", SIZE)
+    nhid: int = setting(4096, "H: the Boom layer's inner width, a multiple of E", SIZE)
+    nlayers: int = setting(4, "SHA-RNN blocks (LSTM, optional attention, Boom)", SIZE)
+    attention: Attention = setting("second-last", "which blocks have the single attention head")
+    dropout: float = setting(0.1, "on the last block's output", DROPOUT)
+    dropouth: float = setting(0.1, "inside blocks: after LSTM, attention, Boom; on query, value, attention weights",
+                              DROPOUT)
+    dropouti: float = setting(0.1, "on the input embeddings", DROPOUT)
+    max_memory: int = setting(5000, "attention positions in all: carried memory plus current segment", SIZE)
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("vocab_size", "emsize", "nhid", "nlayers", "max_memory"),
-                     probabilities=("dropout", "dropouth", "dropouti"))
+        check_settings(self)
         if self.nhid % self.emsize:
             raise ValueError(f"nhid ({self.nhid}) must be a multiple of emsize ({self.emsize}) for the Boom layer")
-        if self.attention not in ("second-last", "all", "none"):
-            raise ValueError(f"attention must be second-last, all or none, not {self.attention!r}")
 
     def has_attention(self, layer: int) -> bool:
         if self.attention == "all":

@@ -24,30 +24,28 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import LanguageModel, State, check_ranges, slide_window
+from bench.models.common import LanguageModel, State, slide_window
+from bench.settings import DROPOUT, POSITIVE, SIZE, check_settings, setting
 
 
 @dataclass
 class TransformerConfig:
-    vocab_size: int = 256  # set from the tokenizer when a run is resolved
-    d_model: int = 512  # residual stream width
-    nlayers: int = 8  # decoder blocks
-    nheads: int = 8  # attention heads per block (d_model must be a multiple)
-    mlp_ratio: float = 4.0  # MLP hidden width as a multiple of d_model
-    context: int = 1024  # longest window (positions) the model sees
-    positions: Literal["learned", "rotary"] = "rotary"  # position encoding
-    dropout: float = 0.1  # on attention weights, residual branches and embeddings
+    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
+    d_model: int = setting(512, "residual stream width", SIZE)
+    nlayers: int = setting(8, "decoder blocks", SIZE)
+    nheads: int = setting(8, "attention heads per block (d_model must be a multiple)", SIZE)
+    mlp_ratio: float = setting(4.0, "MLP hidden width as a multiple of d_model", POSITIVE)
+    context: int = setting(1024, "longest window (positions) the model sees", SIZE)
+    positions: Literal["learned", "rotary"] = setting("rotary", "position encoding")
+    dropout: float = setting(0.1, "on attention weights, residual branches and embeddings", DROPOUT)
 
     def __post_init__(self) -> None:
-        check_ranges(self, positive=("vocab_size", "d_model", "nlayers", "nheads", "mlp_ratio", "context"),
-                     probabilities=("dropout",))
+        check_settings(self)
         if self.mlp_width < 1:
             raise ValueError(f"mlp_ratio {self.mlp_ratio} gives an MLP of width 0 (round(mlp_ratio x d_model)); raise "
                              f"it to at least {1 / self.d_model:.3g}")
         if self.d_model % self.nheads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of nheads ({self.nheads})")
-        if self.positions not in ("learned", "rotary"):
-            raise ValueError(f"positions must be learned or rotary, not {self.positions!r}")
         if self.positions == "rotary" and (self.d_model // self.nheads) % 2:
             raise ValueError("rotary positions need an even head width (d_model / nheads)")
 
