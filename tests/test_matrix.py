@@ -99,9 +99,9 @@ def test_expansion_includes_and_budgets(toy):
         chars_per_token = len(text) / len(cached_tokenizer(r.cell["tokenizer"], "toy", data).encode(text))
         if r.cell["match"] == "chars":  # equal characters: 3,000 of text and 32 of context, whatever a token is
             assert r.train_tokens == pytest.approx(3000 / chars_per_token, rel=1e-12)
-            assert r.config.train.bptt == round(32 / chars_per_token)
+            assert r.resolved.train.bptt == round(32 / chars_per_token)
         else:  # equal tokens
-            assert r.train_tokens == 800 and r.config.train.bptt == 12
+            assert r.train_tokens == 800 and r.resolved.train.bptt == 12
     by_tokenizer = {r.cell["tokenizer"]: r for r in runs if r.cell["match"] == "chars" and r.cell["model"] == "lstm"}
     assert by_tokenizer["byte"].train_tokens > 2 * by_tokenizer["word-open:60"].train_tokens
     assert not results.exists()  # a dry run writes no results

@@ -1,4 +1,4 @@
-"""Run one resolved run: ``execute(config) -> RunResult``; ``train(spec)`` resolves then executes.
+"""Run one resolved run: ``execute(resolved) -> RunResult``; ``train(spec)`` resolves then executes.
 
 1. open the run's data and check it is the data the run was resolved with;
 2. train (or resume, or return the finished result when the run is done);
@@ -37,11 +37,11 @@ from bench.ownership import claim_run_folder
 from bench.run_files import BEST, CHECKPOINT, RESULT, SPEC, TOKENIZER, run_folder_name
 
 
-def default_run_dir(config: ResolvedRun) -> Path:
+def default_run_dir(resolved: ResolvedRun) -> Path:
     """``runs/<model>-<preset>-<tokenizer>-<dataset>-s<seed>-<run id>``: another setting, another folder."""
-    spec = config.spec
+    spec = resolved.spec
     parts = [spec.model, spec.preset, spec.tokenizer.replace(":", ""), spec.dataset, f"s{spec.seed}"]
-    return Path("runs") / run_folder_name(parts, config.run_id())
+    return Path("runs") / run_folder_name(parts, resolved.run_id())
 
 
 def _now() -> str:
@@ -51,10 +51,10 @@ def _now() -> str:
 def plan_run(spec: RunSpec) -> ResolvedRun:
     """Resolve a validated spec from the command line: measure its data, resolve once."""
     data_dir = resolve_data_dir(spec.data_dir)
-    config = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
-    out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(config)
-    claim_run_folder(out, config.run_id())
-    return config.with_spec(out_dir=str(out), data_dir=str(data_dir))
+    resolved = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
+    out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(resolved)
+    claim_run_folder(out, resolved.run_id())
+    return resolved.with_spec(out_dir=str(out), data_dir=str(data_dir))
 
 
 def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
@@ -65,18 +65,18 @@ def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
     ranks = Ranks.from_env()
     ranks.start()
     with ranks.main_first():  # the main process trains tokenizers and fills caches, the others read them
-        config = plan_run(spec)
-    out = Path(config.spec.out_dir)
+        resolved = plan_run(spec)
+    out = Path(resolved.spec.out_dir)
     created = not out.exists()
     try:
-        return execute(config, show_progress=show_progress, started=started)
+        return execute(resolved, show_progress=show_progress, started=started)
     except BaseException:
         if ranks.is_main and created and out.is_dir() and not (out / CHECKPOINT).exists():
             shutil.rmtree(out, ignore_errors=True)
         raise
 
 
-def execute(config: ResolvedRun, console: TextIO | None = None, show_progress: bool = True,
+def execute(resolved: ResolvedRun, console: TextIO | None = None, show_progress: bool = True,
             locked: bool = False, started: float | None = None) -> RunResult:
     """Train, evaluate and record one resolved run; ``console`` receives its messages (default stderr);
     ``started``: when the work began (``time.perf_counter``), if before this call (the run's planning).
@@ -84,17 +84,17 @@ def execute(config: ResolvedRun, console: TextIO | None = None, show_progress: b
     Nothing is written into a folder that holds another run, and one process at a time trains a run: the
     run's lock is taken here unless the caller holds it (``locked``)."""
     wall_start = time.perf_counter() if started is None else started
-    if config.train.threads:
-        use_threads(config.train.threads)
+    if resolved.train.threads:
+        use_threads(resolved.train.threads)
     Ranks.from_env().start()
-    spec, out = config.spec, Path(config.spec.out_dir)
-    previous = finished_result(out, config.run_id())
+    spec, out = resolved.spec, Path(resolved.spec.out_dir)
+    previous = finished_result(out, resolved.run_id())
     if previous is not None:
         return previous
-    initial = initial_weights(config)  # refused before the corpus is opened: a refusal writes nothing
-    corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=config.data)
-    claim_run_folder(out, config.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
-    trainer = Trainer(config, corpus, out, console, show_progress, started=wall_start)
+    initial = initial_weights(resolved)  # refused before the corpus is opened: a refusal writes nothing
+    corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=resolved.data)
+    claim_run_folder(out, resolved.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
+    trainer = Trainer(resolved, corpus, out, console, show_progress, started=wall_start)
     main = trainer.ranks.is_main
     with nullcontext() if locked or not main else RunLock(out):
         if main:
@@ -104,7 +104,7 @@ def execute(config: ResolvedRun, console: TextIO | None = None, show_progress: b
         elif main:
             print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
         if main:
-            write_json_atomic(out / SPEC, config.to_json())
+            write_json_atomic(out / SPEC, resolved.to_json())
             write_bytes_atomic(out / TOKENIZER, trainer.tokenizer.to_bytes())
         trainer.run()
         trainer.ranks.barrier()  # best.pt is written by the main process
@@ -116,34 +116,34 @@ def execute(config: ResolvedRun, console: TextIO | None = None, show_progress: b
 
 def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     """Score the best weights (the last ones without a validation) on the final splits."""
-    out, config = trainer.out, trainer.config
+    out, resolved = trainer.out, trainer.resolved
     evaluated = "final"
     if (out / BEST).is_file():
         checkpoint.load_weights(trainer.model, checkpoint.load(out / BEST)["model"], out / BEST)
         evaluated = f"best (step {trainer.progress.best_step})"
     scorer = trainer.scorer(final=True)
-    metrics = evaluate_splits(scorer, trainer.corpus, config.train.final_splits,
-                              out if config.train.dump_token_losses else None)
+    metrics = evaluate_splits(scorer, trainer.corpus, resolved.train.final_splits,
+                              out if resolved.train.dump_token_losses else None)
     trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
     return build_result(trainer, metrics, scorer.layout, evaluated, trainer.wall_seconds(wall_start))
 
 
-def initial_weights(config: ResolvedRun) -> dict | None:
+def initial_weights(resolved: ResolvedRun) -> dict | None:
     """The weights ``init_from`` names, checked to be of this run's model family and tokenizer (before anything is
     written): under another tokenizer of the same size every embedding row would belong to another token."""
-    if not config.train.init_from:
+    if not resolved.train.init_from:
         return None
-    payload = checkpoint.load(config.train.init_from)
+    payload = checkpoint.load(resolved.train.init_from)
     resolved = payload.get("resolved", {})
     family = resolved.get("spec", {}).get("model")
-    if family != config.spec.model:
-        raise BenchError(f"init_from {config.train.init_from} holds a {family} model but this run trains a "
-                         f"{config.spec.model}; start from a run of the same model")
+    if family != resolved.spec.model:
+        raise BenchError(f"init_from {resolved.train.init_from} holds a {family} model but this run trains a "
+                         f"{resolved.spec.model}; start from a run of the same model")
     theirs = resolved.get("data", {}).get("tokenizer_hash")
-    if theirs and config.data.tokenizer_hash and theirs != config.data.tokenizer_hash:
+    if theirs and resolved.data.tokenizer_hash and theirs != resolved.data.tokenizer_hash:
         scheme = resolved.get("data", {}).get("scheme")
-        raise BenchError(f"init_from {config.train.init_from} was trained with tokenizer {scheme} (hash {theirs[:12]}) "
-                         f"but this run uses {config.data.scheme} (hash {config.data.tokenizer_hash[:12]}): its "
+        raise BenchError(f"init_from {resolved.train.init_from} was trained with tokenizer {scheme} (hash {theirs[:12]}) "
+                         f"but this run uses {resolved.data.scheme} (hash {resolved.data.tokenizer_hash[:12]}): its "
                          f"embeddings belong to other tokens; start from a run of the same tokenizer")
     return payload["model"]
 
@@ -158,20 +158,20 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
                  wall: float) -> RunResult:
     from bench.provenance import comparability, git_commit, library_versions, machine
 
-    config, corpus, p = trainer.config, trainer.corpus, trainer.progress
+    resolved, corpus, p = trainer.resolved, trainer.corpus, trainer.progress
     splits = corpus.encoded.splits
     lossy = [s for s, ok in corpus.lossless.items() if not ok]
     comparable, notes = comparability(trainer.tokenizer.spec.name, lossy, {s: d.status for s, d in splits.items()})
     chars = p.chars
     model = trainer.model
     return RunResult(
-        status=DONE, run_id=config.run_id(), spec=config.spec,
-        resolved={k: v for k, v in config.to_json().items() if k in ("model", "train")},
-        model=ModelSummary(config.spec.model, model.num_params(), model.non_embedding_params(),
-                           model.train_flops_per_token(config.train.bptt)),
+        status=DONE, run_id=resolved.run_id(), spec=resolved.spec,
+        resolved={k: v for k, v in resolved.to_json().items() if k in ("model", "train")},
+        model=ModelSummary(resolved.spec.model, model.num_params(), model.non_embedding_params(),
+                           model.train_flops_per_token(resolved.train.bptt)),
         tokenizer=TokenizerSummary(trainer.tokenizer.spec.name, trainer.tokenizer.hash, trainer.tokenizer.vocab_size,
                                    trainer.chars_per_token, corpus.lossless),
-        data=DataSummary(config.spec.dataset, all(s.verified for s in splits.values()),
+        data=DataSummary(resolved.spec.dataset, all(s.verified for s in splits.values()),
                          {s: SplitProvenance(**d.provenance()) for s, d in splits.items()}),
         training=TrainingSummary(
             steps=p.step, epochs=p.epoch + p.pos / (trainer.rows.shape[1] - 1), tokens=p.tokens, chars=chars,

@@ -41,10 +41,10 @@ def bf16_peak_tflops(device_name: str) -> float | None:
     return None
 
 
-def default_warmup(config: ResolvedRun) -> int:
+def default_warmup(resolved: ResolvedRun) -> int:
     """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3."""
-    max_memory = getattr(config.model, "max_memory", 0) or 0
-    return max(3, math.ceil(max_memory / config.train.bptt) + 1)
+    max_memory = getattr(resolved.model, "max_memory", 0) or 0
+    return max(3, math.ceil(max_memory / resolved.train.bptt) + 1)
 
 
 def _sync(device: torch.device) -> None:
@@ -54,20 +54,20 @@ def _sync(device: torch.device) -> None:
 
 def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int | None = None,
                   peak_tflops: float | None = None) -> dict:
-    config = resolve(validate_spec(spec), facts)
-    cfg = config.train
+    resolved = resolve(validate_spec(spec), facts)
+    cfg = resolved.train
     device = pick_device(cfg.device)
     configure(device)
     use_threads(cfg.threads)
     amp = autocast_dtype(device, cfg.precision)
-    warmup = default_warmup(config) if warmup is None else warmup
+    warmup = default_warmup(resolved) if warmup is None else warmup
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
-    model = build_training_model(config, device)
+    model = build_training_model(resolved, device)
     tokens = torch.randint(0, facts.vocab_size, (cfg.batch_size, cfg.bptt + 1), device=device)
-    train_warmup, train_seconds = _time_training(config, model, tokens, device, amp, steps, warmup)
+    train_warmup, train_seconds = _time_training(resolved, model, tokens, device, amp, steps, warmup)
     train_peak = _peak_memory_gb(device)
     eval_warmup, eval_seconds = _time_evaluation(model, tokens, device, amp, steps, warmup)
     timed_tokens = steps * cfg.batch_size * cfg.bptt
@@ -77,7 +77,7 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     info = describe(device)
     peak = peak_tflops if peak_tflops is not None else (
         bf16_peak_tflops(info.get("name", "")) if device.type == "cuda" else None)
-    planned = config.budget.planned_steps(facts.chars_per_token,
+    planned = resolved.budget.planned_steps(facts.chars_per_token,
                                           epoch_tokens(facts.train_tokens, cfg.batch_size) if facts.train_tokens
                                           else None, mean_step_tokens(cfg), train_flops_per_token)
     return {
@@ -104,10 +104,10 @@ def _peak_memory_gb(device: torch.device) -> float | None:
     return round(peak, 2)
 
 
-def _time_training(config: ResolvedRun, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
+def _time_training(resolved: ResolvedRun, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
                    amp: torch.dtype | None, steps: int, warmup: int) -> tuple[float, float]:
     """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones."""
-    optimizer = build_optimizer(model.parameters(), config.train)
+    optimizer = build_optimizer(model.parameters(), resolved.train)
     state = None
     model.train()
 
@@ -115,7 +115,7 @@ def _time_training(config: ResolvedRun, model: LanguageModel, tokens: torch.Tens
         nonlocal state
         loss, new_state = forward_loss(model, tokens[:, :-1], tokens[:, 1:],
                                        state if model.carries_state_in_training else None, device, amp)
-        apply_gradients(model, optimizer, loss, config.train.clip)
+        apply_gradients(model, optimizer, loss, resolved.train.clip)
         state = detach_state(new_state)
 
     return _timed(step, device, steps, warmup)

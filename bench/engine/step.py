@@ -17,12 +17,12 @@ from bench.models import build_model
 from bench.models.common import LanguageModel, State
 
 
-def build_training_model(config: ResolvedRun, device: torch.device) -> LanguageModel:
+def build_training_model(resolved: ResolvedRun, device: torch.device) -> LanguageModel:
     """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts the
     model names compiled (``nn.Module.compile`` keeps the state_dict names)."""
-    model = build_model(config.spec.model, config.model).to(device)
+    model = build_model(resolved.spec.model, resolved.model).to(device)
     flatten_lstms(model)
-    if config.train.compile:
+    if resolved.train.compile:
         model.compile_parts()
     return model
 

@@ -56,13 +56,13 @@ class TrainingDiverged(BenchError):
 
 
 class Trainer:
-    def __init__(self, config: ResolvedRun, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
+    def __init__(self, resolved: ResolvedRun, corpus: PreparedCorpus, out: Path, console: TextIO | None = None,
                  show_progress: bool = True, ranks: Ranks | None = None, started: float | None = None):
-        self.config = config
+        self.resolved = resolved
         self.started = time.perf_counter() if started is None else started  # when the command's work began
         self.startup_seconds: float | None = None  # from then to the first training step of this attempt
-        self.cfg = config.train
-        self.budget = config.budget
+        self.cfg = resolved.train
+        self.budget = resolved.budget
         self.corpus = corpus
         self.out = out
         self.console = console or sys.stderr
@@ -75,11 +75,11 @@ class Trainer:
         self.device = pick_device(self.cfg.device, self.ranks.local_rank if self.ranks.distributed else None)
         configure(self.device)
         self.amp = autocast_dtype(self.device, self.cfg.precision)
-        seed = config.spec.seed
+        seed = resolved.spec.seed
         torch.manual_seed(seed)
         random.seed(seed)
         self.jitter = np.random.default_rng(seed)  # the same segment lengths in every process
-        self.model = build_training_model(config, self.device)
+        self.model = build_training_model(resolved, self.device)
         self.step_module = self._step_module()
         self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
         mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
@@ -101,14 +101,14 @@ class Trainer:
             return step
         from torch.nn.parallel import DistributedDataParallel
 
-        torch.manual_seed(self.config.spec.seed + (self.ranks.rank << 32))  # each process its own dropout masks
+        torch.manual_seed(self.resolved.spec.seed + (self.ranks.rank << 32))  # each process its own dropout masks
         return DistributedDataParallel(step, device_ids=[self.device.index] if self.device.type == "cuda" else None)
 
     # ---- budget and layout ------------------------------------------------------------------
 
     @property
     def chars_per_token(self) -> float:
-        return self.config.data.chars_per_token
+        return self.resolved.data.chars_per_token
 
     def scorer(self, final: bool = False) -> Scorer:
         """Validation's scorer, or with ``final`` that of the final numbers (``final_eval_streams`` if set, and
@@ -133,8 +133,8 @@ class Trainer:
     def payload(self, kind: str) -> dict:
         return {
             "kind": kind,
-            "resolved": self.config.to_json(),
-            "run_id": self.config.run_id(),
+            "resolved": self.resolved.to_json(),
+            "run_id": self.resolved.run_id(),
             "tokenizer": self.tokenizer.to_bytes().decode("ascii"),
             # what the weights were trained on, so that a later `bench eval` can say so
             "data": {s: d.provenance() for s, d in self.corpus.encoded.splits.items()},
@@ -165,7 +165,7 @@ class Trainer:
         if not path.is_file():
             return False
         payload = checkpoint.load(path)
-        if payload.get("run_id") != self.config.run_id():
+        if payload.get("run_id") != self.resolved.run_id():
             raise BenchError(f"{self.out} holds a checkpoint of a different run; choose another --out folder "
                              f"or delete {path}")
         rng_by_rank = payload.get("rng_by_rank", [payload.get("rng")])
@@ -291,7 +291,7 @@ class Trainer:
         bytes_per_token = self.corpus.counts["train"]["n_bytes"] / len(self.corpus.encoded.ids["train"])
         interactive = self.show_progress and self.console.isatty()
         bar = tqdm(total=total, initial=p.step, disable=not interactive, unit="step", dynamic_ncols=True,
-                   file=self.console, desc=f"{self.config.spec.model}/{self.config.spec.tokenizer}")
+                   file=self.console, desc=f"{self.resolved.spec.model}/{self.resolved.spec.tokenizer}")
         valid_text = "-"
         window_loss, window_steps = 0.0, 0
         with SignalGuard() as guard:

@@ -103,7 +103,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     todo = []
     for chain in outcome.chains:
         pending = [r for r in chain if _should_run(r, retry_failed)]
-        if pending and all(r.config is not None for r in chain):  # a chain with no data cannot run
+        if pending and all(r.resolved is not None for r in chain):  # a chain with no data cannot run
             todo.append(pending)
     cpu_threads = None if cluster else _cpu_threads(jobs, execution.threads)
     where = (f"as {cluster.launcher} jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
@@ -181,7 +181,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
         settings = WorkerSettings(log_to_file=False, show_progress=show_progress, threads=threads)
         for pending in todo:
             try:
-                records = run_chain([r.config for r in pending], settings)
+                records = run_chain([r.resolved for r in pending], settings)
             except (TrainingInterrupted, KeyboardInterrupt):
                 yield pending, _records_on_disk(pending)
                 raise KeyboardInterrupt from None
@@ -201,7 +201,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
     stopped = ctx.Event()
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,
                                initargs=(gpu_queue, os.getpid(), stopped))
-    futures = {pool.submit(worker_chain, [r.config.to_json() for r in pending], settings): pending
+    futures = {pool.submit(worker_chain, [r.resolved.to_json() for r in pending], settings): pending
                for pending in todo}
     waiting, interrupted, abandon = set(futures), False, False
     try:

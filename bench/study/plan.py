@@ -33,7 +33,7 @@ class PlannedRun:
     cell: dict
     phase: str | None
     spec: RunSpec
-    config: ResolvedRun | None  # None when the data are not there
+    resolved: ResolvedRun | None  # None when the data are not there
     status: RunStatus
     problem: str | None = None
     params_total: int | None = None
@@ -44,18 +44,18 @@ class PlannedRun:
 
     @property
     def run_dir(self) -> Path | None:
-        return Path(self.config.spec.out_dir) if self.config else None
+        return Path(self.resolved.spec.out_dir) if self.resolved else None
 
     @property
     def run_id(self) -> str | None:
-        return self.config.run_id() if self.config else None
+        return self.resolved.run_id() if self.resolved else None
 
     def row(self) -> dict:
         """The run as one line of the dry-run table."""
         return {**self.cell, "phase": self.phase or "", "run": self.run_dir.name if self.run_dir else "-",
-                "status": self.status.value, "vocab": self.config.data.vocab_size if self.config else None,
+                "status": self.status.value, "vocab": self.resolved.data.vocab_size if self.resolved else None,
                 "params_total": self.params_total,
-                "bptt": self.config.train.bptt if self.config else None, "train_tokens": _whole(self.train_tokens),
+                "bptt": self.resolved.train.bptt if self.resolved else None, "train_tokens": _whole(self.train_tokens),
                 "train_chars": _whole(self.train_chars), "train_flops": self.train_flops, "problem": self.problem or ""}
 
 

@@ -34,7 +34,7 @@ class WorkerSettings:
     threads: int | None = None  # torch threads per worker process on CPU
 
 
-def worker_chain(configs: list[dict], settings: WorkerSettings) -> list[Attempt]:
+def worker_chain(runs: list[dict], settings: WorkerSettings) -> list[Attempt]:
     """:func:`run_chain` in a worker process, where Ctrl-C interrupts only while a chain runs (an idle worker
     that died of it would break the pool and kill the runs in progress before they checkpoint), and a chain
     handed out after a Ctrl-C is not started."""
@@ -44,7 +44,7 @@ def worker_chain(configs: list[dict], settings: WorkerSettings) -> list[Attempt]
         return []
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return run_chain(configs, settings)
+        return run_chain(runs, settings)
     except (TrainingInterrupted, KeyboardInterrupt):
         _INTERRUPTED.set()
         raise
@@ -56,7 +56,7 @@ def _note_interrupt(signum, frame) -> None:
     _INTERRUPTED.set()
 
 
-def run_chain(configs: list[ResolvedRun | dict], settings: WorkerSettings) -> list[Attempt]:
+def run_chain(runs: list[ResolvedRun | dict], settings: WorkerSettings) -> list[Attempt]:
     """Execute runs one after another (a cell's phases); stop at the first that does not finish. A run's
     configuration comes as it is (in this process) or as JSON (from another), checked against its run id."""
     if settings.threads:
@@ -64,12 +64,12 @@ def run_chain(configs: list[ResolvedRun | dict], settings: WorkerSettings) -> li
 
         use_threads(settings.threads)
     records = []
-    for config in configs:
+    for resolved in runs:
         if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
             os._exit(1)
         _RUNNING.set()
         try:
-            record = run_recorded(config, settings)
+            record = run_recorded(resolved, settings)
         finally:
             _RUNNING.clear()
         records.append(record)
@@ -78,17 +78,17 @@ def run_chain(configs: list[ResolvedRun | dict], settings: WorkerSettings) -> li
     return records
 
 
-def run_recorded(config: ResolvedRun | dict, settings: WorkerSettings) -> Attempt:
+def run_recorded(resolved: ResolvedRun | dict, settings: WorkerSettings) -> Attempt:
     """Execute one run, catching its failure; the outcome is also written to its status.json. A run that
     another process is training is left alone and reported as running."""
-    config = config if isinstance(config, ResolvedRun) else ResolvedRun.from_json(config)
-    run_dir = Path(config.spec.out_dir)
+    resolved = resolved if isinstance(resolved, ResolvedRun) else ResolvedRun.from_json(resolved)
+    run_dir = Path(resolved.spec.out_dir)
     if not Ranks.from_env().is_main:  # one run on several processes: the main one holds the lock and records
-        return _attempt(config, run_dir, settings, main=False)
-    return locked_record(run_dir, config.run_id(), lambda: _attempt(config, run_dir, settings))
+        return _attempt(resolved, run_dir, settings, main=False)
+    return locked_record(run_dir, resolved.run_id(), lambda: _attempt(resolved, run_dir, settings))
 
 
-def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True) -> Attempt:
+def _attempt(resolved, run_dir: Path, settings: WorkerSettings, main: bool = True) -> Attempt:
     from bench.engine.run import execute
     from bench.engine.trainer import TrainingInterrupted
 
@@ -99,17 +99,17 @@ def _attempt(config, run_dir: Path, settings: WorkerSettings, main: bool = True)
         if console is not None:
             print(f"== {run_dir.name}", file=console, flush=True)
         try:
-            result = execute(config, console=console, show_progress=settings.show_progress, locked=True)
+            result = execute(resolved, console=console, show_progress=settings.show_progress, locked=True)
             return Attempt(str(run_dir), RunStatus.DONE, run_id=result.run_id)
         except (TrainingInterrupted, KeyboardInterrupt) as exc:
             if console is not None:
                 print(f"interrupted: {exc}", file=console, flush=True)
             if main:
                 Attempt(str(run_dir), RunStatus.INTERRUPTED, failure_text(exc) if str(exc) else "interrupted",
-                          config.run_id()).write()
+                          resolved.run_id()).write()
             raise
         except BaseException as exc:  # a failed run is recorded and the matrix goes on
-            record = Attempt(str(run_dir), _classify(exc), failure_text(exc), config.run_id())
+            record = Attempt(str(run_dir), _classify(exc), failure_text(exc), resolved.run_id())
             if main:
                 (run_dir / ERROR).write_text(traceback.format_exc())
             if console is not None:
