@@ -12,6 +12,7 @@ import typer
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, echo_err,
                                    parse_pairs, print_comparability, print_metrics, sizing_dataset_option,
                                    sizing_tokenizer_option, vocab_size_option)
+from bench.data.corpora import SPLITS
 from bench.errors import BenchError
 from bench.fileio import json_text, require_folder
 from bench.ownership import claim_output_file, owner_of
@@ -92,8 +93,7 @@ def eval_command(
         if value is not None and value < 1:
             raise BenchError(f"{option} must be at least 1, not {value}")
     check_threads(threads)
-    if split not in ("train", "valid", "test"):
-        raise BenchError(f"--split must be train, valid or test, not {split!r}")
+    check_split(split)
     run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
     writes = dump_token_losses is not None or bool(marginal)  # reading alone needs no owner: a damaged spec.json
     own = run_folder if writes and owner_of(run_folder) is not None else None  # the evaluated run's own folder
@@ -280,8 +280,7 @@ def eval_hf_command(
     if conventions == "lm-eval" and not dataset.startswith("wikitext"):
         raise BenchError(f"--conventions lm-eval scores lm-evaluation-harness's wikitext task, and {dataset!r} is not "
                          f"WikiText; use a wikitext corpus or leave the option out")
-    if split not in ("train", "valid", "test"):
-        raise BenchError(f"--split must be train, valid or test, not {split!r}")
+    check_split(split)
     settings = HFEvalSettings(model_dir=str(model_dir), dataset=dataset, split=split, stride=stride, window=window,
                               streams=streams, lm_eval_conventions=conventions == "lm-eval", precision=precision,
                               data_dir=str(data_dir) if data_dir else None)
@@ -301,3 +300,8 @@ def eval_hf_command(
               f"word perplexity {other['word_perplexity']:,.2f}, byte perplexity {other['byte_perplexity']:.4f}, "
               f"bits per byte {other['bits_per_byte']:.4f}")
     print(f"result: {folder / 'result.json'}")
+
+
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise BenchError(f"--split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}, not {split!r}")

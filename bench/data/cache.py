@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.data.corpora import SPLITS
 from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.fileio import atomic_path, write_bytes_atomic, write_text_atomic
@@ -177,7 +178,7 @@ class EncodedCorpus:
 
 
 def encode_corpus(corpus: str, scheme: str, data_dir: str | Path | None = None,
-                  splits: tuple[str, ...] = ("train", "valid", "test")) -> EncodedCorpus:
+                  splits: tuple[str, ...] = SPLITS) -> EncodedCorpus:
     data_dir = resolve_data_dir(data_dir)
     opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
     tokenizer = cached_tokenizer(scheme, corpus, data_dir, train=opened["train"])

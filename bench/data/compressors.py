@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from bench.data.corpora import HELD_OUT, SPLITS
 from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.errors import BenchError
@@ -124,11 +125,11 @@ def _cache_path(data_dir: Path, corpus: str, splits: dict[str, SplitData], measu
     return data_dir / "cache" / "baselines" / f"{corpus}-{key}.json"
 
 
-def compressor_baselines(corpus: str, splits: tuple[str, ...] = ("valid", "test"), data_dir: str | Path | None = None,
+def compressor_baselines(corpus: str, splits: tuple[str, ...] = HELD_OUT, data_dir: str | Path | None = None,
                          progress: bool = False) -> BaselineTable:
     """Every method on each of ``splits`` of a fetched corpus, cold and primed with its train split; cached."""
     data_dir = resolve_data_dir(data_dir)
-    unknown = [s for s in splits if s not in ("train", "valid", "test")]
+    unknown = [s for s in splits if s not in SPLITS]
     if unknown or not splits or len(set(splits)) < len(splits):
         raise BenchError(f"bad --splits {','.join(splits) or '(none)'}; use train, valid or test, comma-separated, "
                          f"each once")

@@ -30,6 +30,7 @@ from bench.errors import BenchError
 from tokenizers_study.named_registry import Registry
 
 SPLITS = ("train", "valid", "test")
+HELD_OUT = SPLITS[1:]  # the splits a model is scored on, never trained on
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench.data.corpora import REGISTRY, SPLITS
+from bench.data.corpora import HELD_OUT, REGISTRY, SPLITS
 from bench.data.integrity import file_problem, text_problem
 from bench.data.manifest import (STATUS_USER, SplitRecord, corpus_dir, is_user_corpus, read_manifest, timestamp,
                                  write_manifest)
@@ -100,7 +100,7 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
         if problem:
             raise BenchError(f"{split} file {path} {problem}: a corpus split must hold text")
         contents[split] = (data, f"user file {Path(path).resolve()}")
-    for split in ("valid", "test"):
+    for split in HELD_OUT:
         if split in contents and contents[split][0] == contents["train"][0]:
             raise BenchError(f"corpus {name!r}: the {split} file is the same text as the train file; a model would be "
                              f"scored on the text it was trained on: give a held-out {split} file")

@@ -15,6 +15,7 @@ import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Optional
 
+from bench.data.corpora import HELD_OUT
 from bench.errors import BenchError
 from bench.settings import (AT_LEAST_1, BELOW_1, FRACTION, NOT_NEGATIVE, POSITIVE, check_settings, refusal,
                             section)
@@ -88,7 +89,7 @@ class TrainConfig:
         if self.eval_max_chars is not None and self.eval_max_tokens is not None:
             raise ValueError("eval_max_chars and eval_max_tokens are both set; validation takes one of them")
         splits = self.final_splits
-        if not splits or any(s not in ("valid", "test") for s in splits):
+        if not splits or any(s not in HELD_OUT for s in splits):
             raise ValueError("final_eval_splits must list valid and/or test, e.g. valid,test")
 
     @property

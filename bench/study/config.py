@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.data.corpora import SPLITS
 from bench.engine.budget import LIMITS
 from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import read_toml
@@ -226,8 +227,8 @@ def _corpora(doc: dict, path: Path) -> dict[str, dict]:
     for name, entry in _table(doc, "corpora", path).items():
         if not isinstance(entry, dict):
             raise BenchError(f"{path}: [corpora.{name}] must be a table")
-        files = {"train", "valid", "test"}
-        prefix = {"prefix_of", "train_bytes", "valid_bytes", "test_bytes"}
+        files = set(SPLITS)
+        prefix = {"prefix_of"} | {f"{s}_bytes" for s in SPLITS}
         if set(entry) == files:
             bad = [k for k, v in entry.items() if not isinstance(v, str) or not v.strip()]
             if bad:
@@ -236,7 +237,7 @@ def _corpora(doc: dict, path: Path) -> dict[str, dict]:
             corpora[name] = {"files": {k: str(path.parent / v) for k, v in entry.items()}}
         elif set(entry) == prefix:
             corpora[name] = {"prefix_of": entry["prefix_of"],
-                             "sizes": {s: entry[f"{s}_bytes"] for s in ("train", "valid", "test")}}
+                             "sizes": {s: entry[f"{s}_bytes"] for s in SPLITS}}
         else:
             raise BenchError(f"{path}: [corpora.{name}] needs either train, valid, test paths or prefix_of with "
                              f"train_bytes, valid_bytes, test_bytes")

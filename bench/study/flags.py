@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bench.data.corpora import SPLITS
 from bench.study.pretrained import PRETRAINED
 
 FLAG_NOTES = {
@@ -19,7 +20,7 @@ FLAG_NOTES = {
 
 def run_flags(row) -> str:
     """The flags a run's row of runs.csv carries by itself (the compressor flag needs the baselines)."""
-    statuses = {str(row.get(f"data_status_{s}", "")) for s in ("train", "valid", "test")}
+    statuses = {str(row.get(f"data_status_{s}", "")) for s in SPLITS}
     flags = ""
     if "unverified" in statuses:
         flags += "†"

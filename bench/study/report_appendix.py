@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.data.corpora import SPLITS
 from bench.study.rendering import ReportPage
 
 
@@ -23,7 +24,7 @@ def provenance_section(doc: ReportPage, table: pd.DataFrame, done: pd.DataFrame,
     devices = sorted({f"{r.device} {r.device_name} (torch {r.torch})" for r in done.itertuples()})
     libraries = sorted({json.dumps(run.result.provenance.libraries, sort_keys=True) for run in runs.values()})
     data = sorted({(r.dataset, s, getattr(r, f"data_sha256_{s}"), getattr(r, f"data_status_{s}"))
-                   for r in done.itertuples() for s in ("train", "valid", "test")})
+                   for r in done.itertuples() for s in SPLITS})
     here = git_commit()
     doc.items([
         f"code: {', '.join(commits)}; report built at {here['commit']}" + (" (uncommitted changes)" if here["dirty"]
