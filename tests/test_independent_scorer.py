@@ -131,7 +131,7 @@ def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, mak
     recorded = json.loads((run / "result.json").read_text())["metrics"]["test"]
     loaded = load_model(run / "checkpoint.pt", "cpu")
     model = loaded.model.eval()
-    ids = np.asarray(encoded_split(loaded.tokenizer, open_split("toy", "test", data_dir), data_dir))
+    ids = np.asarray(encoded_split(loaded.tokenizer, open_split("toy", "test", data_dir)))
     layout = recorded_layout = json.loads((run / "result.json").read_text())["evaluation"]["layout"]
     expected, scored, losses = plain_nll(model, ids, layout["streams"], layout["chunk"], layout["window"],
                                          loaded.tokenizer.bos_id)

@@ -28,7 +28,7 @@ def direct(encoded, split):
 @pytest.mark.parametrize("scheme", ["byte", "word:40", "bpe:300"])
 def test_measures_are_those_of_the_text_and_a_second_start_reads_them(data_dir, scheme, monkeypatch):
     encoded = encode_corpus("toy", scheme, data_dir)
-    first = {split: measure_split(encoded, split, data_dir) for split in ("train", "valid", "test")}
+    first = {split: measure_split(encoded, split) for split in ("train", "valid", "test")}
     for split, m in first.items():
         counts, lossless, chars = direct(encoded, split)
         assert m.counts == counts and m.lossless == lossless
@@ -40,7 +40,7 @@ def test_measures_are_those_of_the_text_and_a_second_start_reads_them(data_dir, 
     monkeypatch.setattr(type(encoded.tokenizer), "source_char_lengths", never)
     monkeypatch.setattr(type(encoded.tokenizer), "loss_report", never)
     monkeypatch.setattr(measures_module, "text_counts", never)
-    again = {split: measure_split(encode_corpus("toy", scheme, data_dir), split, data_dir) for split in first}
+    again = {split: measure_split(encode_corpus("toy", scheme, data_dir), split) for split in first}
     for split, m in again.items():
         assert m.counts == first[split].counts and m.lossless == first[split].lossless
         assert (m.chars is None) == (first[split].chars is None)
@@ -49,16 +49,16 @@ def test_measures_are_those_of_the_text_and_a_second_start_reads_them(data_dir, 
 
 def test_a_damaged_entry_is_measured_again(data_dir):
     encoded = encode_corpus("toy", "byte", data_dir)
-    truth = measure_split(encoded, "train", data_dir)
-    measure_split(encoded, "valid", data_dir)
+    truth = measure_split(encoded, "train")
+    measure_split(encoded, "valid")
     chars_file = next((data_dir / "cache" / "encoded" / "toy").glob("train.*.chars.npy"))
     stored = np.load(chars_file)
     stored[3] += 1  # a changed value under an unchanged header
     np.save(chars_file, stored)
-    assert np.array_equal(measure_split(encoded, "train", data_dir).chars, truth.chars)
+    assert np.array_equal(measure_split(encoded, "train").chars, truth.chars)
     json_file = next((data_dir / "cache" / "encoded" / "toy").glob("valid.*.measures.json"))
     json_file.write_text('{"version": 1, "counts": {"n_bytes": 1}, "lossless": true}')  # cut short
-    assert measure_split(encoded, "valid", data_dir).counts == text_counts(encoded.splits["valid"].read_text())
+    assert measure_split(encoded, "valid").counts == text_counts(encoded.splits["valid"].read_text())
 
 
 def test_measures_that_cannot_be_cached_are_still_given(data_dir, monkeypatch, capsys):
@@ -68,7 +68,7 @@ def test_measures_that_cannot_be_cached_are_still_given(data_dir, monkeypatch, c
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(measures_module, "write_text_atomic", read_only)
-    m = measure_split(encoded, "test", data_dir)
+    m = measure_split(encoded, "test")
     assert m.counts == text_counts(encoded.splits["test"].read_text()) and m.lossless is True
     assert "could not cache the measures" in capsys.readouterr().err
     assert not list((data_dir / "cache" / "encoded" / "toy").glob("test.*.measures.json"))

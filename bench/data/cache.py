@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 
 from bench.data.corpora import SPLITS
-from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.fileio import atomic_path, write_bytes_atomic, write_text_atomic
 from tokenizers_study import FAMILIES, Tokenizer, TokenizerError, load_tokenizer, parse_scheme, train_tokenizer
@@ -56,14 +55,13 @@ def _log(message: str) -> None:
 
 def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = None,
                      train: SplitData | None = None) -> Tokenizer:
-    """The scheme trained on ``corpus``'s train split, from the cache or trained now."""
-    data_dir = resolve_data_dir(data_dir)
+    """The scheme trained on ``corpus``'s train split (``train`` if opened already), from the cache or trained now."""
     spec = parse_scheme(scheme)
     if FAMILIES[spec.family].pretrained:  # loaded from its file, never trained: nothing to cache
         return FAMILIES[spec.family].load(spec)
     train = train or open_split(corpus, "train", data_dir)
     safe = spec.name.replace(":", "-")
-    path = (data_dir / "cache" / "tokenizers" / corpus /
+    path = (train.data_dir / "cache" / "tokenizers" / corpus /
             f"{safe}.{train.sha256[:16]}.{_trainer_fingerprint(spec.family)}.json")
     if path.is_file():
         try:
@@ -80,20 +78,20 @@ def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = Non
     return tokenizer
 
 
-def encoded_path(data_dir: Path, split: SplitData, tokenizer: Tokenizer) -> Path:
-    """Keyed by the split's sha256, the tokenizer's hash and the code that encodes with it."""
+def encoded_path(split: SplitData, tokenizer: Tokenizer) -> Path:
+    """In the split's data folder, keyed by its sha256, the tokenizer's hash and the code that encodes with it."""
     name = f"{split.split}.{split.sha256[:20]}.{tokenizer.hash[:20]}.{_trainer_fingerprint(tokenizer.spec.family)}.npy"
-    return data_dir / "cache" / "encoded" / split.corpus / name
+    return split.data_dir / "cache" / "encoded" / split.corpus / name
 
 
 def id_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= 65536 else np.dtype(np.int32)
 
 
-def save_encoded(data_dir: str | Path | None, split: SplitData, tokenizer: Tokenizer, ids: np.ndarray) -> Path:
+def save_encoded(split: SplitData, tokenizer: Tokenizer, ids: np.ndarray) -> Path:
     """Cache a split's ids unless a readable copy is there already (a cache is never rewritten needlessly,
     so a finished cache works on a read-only data folder)."""
-    path = encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    path = encoded_path(split, tokenizer)
     if _load_encoded(path, tokenizer) is None:
         _write_encoded(path, tokenizer, ids)
     return path
@@ -152,9 +150,9 @@ def _load_encoded(path: Path, tokenizer: Tokenizer) -> np.ndarray | None:
     return ids
 
 
-def encoded_split(tokenizer: Tokenizer, split: SplitData, data_dir: str | Path | None = None) -> np.ndarray:
+def encoded_split(tokenizer: Tokenizer, split: SplitData) -> np.ndarray:
     """Token ids of a split (memory-mapped, read-only), encoding and caching them on first use."""
-    path = encoded_path(resolve_data_dir(data_dir), split, tokenizer)
+    path = encoded_path(split, tokenizer)
     ids = _load_encoded(path, tokenizer)
     if ids is None:
         _log(f"encoding {split.corpus} {split.split} with {tokenizer.spec.name}")
@@ -179,8 +177,7 @@ class EncodedCorpus:
 
 def encode_corpus(corpus: str, scheme: str, data_dir: str | Path | None = None,
                   splits: tuple[str, ...] = SPLITS) -> EncodedCorpus:
-    data_dir = resolve_data_dir(data_dir)
     opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
-    tokenizer = cached_tokenizer(scheme, corpus, data_dir, train=opened["train"])
-    ids = {s: encoded_split(tokenizer, opened[s], data_dir) for s in splits}
+    tokenizer = cached_tokenizer(scheme, corpus, train=opened["train"])
+    ids = {s: encoded_split(tokenizer, opened[s]) for s in splits}
     return EncodedCorpus(corpus, tokenizer, {s: opened[s] for s in splits}, ids)

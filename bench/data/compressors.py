@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Callable
 
 from bench.data.corpora import HELD_OUT, SPLITS
-from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.errors import BenchError
 from bench.fileio import write_json_atomic
@@ -128,13 +127,12 @@ def _cache_path(data_dir: Path, corpus: str, splits: dict[str, SplitData], measu
 def compressor_baselines(corpus: str, splits: tuple[str, ...] = HELD_OUT, data_dir: str | Path | None = None,
                          progress: bool = False) -> BaselineTable:
     """Every method on each of ``splits`` of a fetched corpus, cold and primed with its train split; cached."""
-    data_dir = resolve_data_dir(data_dir)
     unknown = [s for s in splits if s not in SPLITS]
     if unknown or not splits or len(set(splits)) < len(splits):
         raise BenchError(f"bad --splits {','.join(splits) or '(none)'}; use train, valid or test, comma-separated, "
                          f"each once")
     opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
-    cache = _cache_path(data_dir, corpus, opened, tuple(splits))
+    cache = _cache_path(opened["train"].data_dir, corpus, opened, tuple(splits))
     if cache.is_file():
         try:
             return BaselineTable.from_json(json.loads(cache.read_text()))

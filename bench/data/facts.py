@@ -52,7 +52,7 @@ class DataFacts:
         return cls(**data)
 
 
-def data_facts(encoded: EncodedCorpus, data_dir: Path) -> DataFacts:
+def data_facts(encoded: EncodedCorpus) -> DataFacts:
     """The facts of one corpus under one tokenization."""
     from bench.data.measures import measure_split
 
@@ -61,7 +61,7 @@ def data_facts(encoded: EncodedCorpus, data_dir: Path) -> DataFacts:
         raise BenchError(f"{encoded.corpus} train split is too short to train on: {encoded.tokenizer.spec.name} "
                          f"encodes its {encoded.splits['train'].size:,} bytes as {train_tokens} token(s) (a tokenizer "
                          f"that maps the text to <unk> is not one for this corpus)")
-    train_chars = measure_split(encoded, "train", data_dir, chars=False).counts["n_chars"]
+    train_chars = measure_split(encoded, "train", chars=False).counts["n_chars"]
     return DataFacts(
         vocab_size=encoded.tokenizer.vocab_size, corpus=encoded.corpus, scheme=encoded.tokenizer.spec.name,
         tokenizer_hash=encoded.tokenizer.hash, train_chars=train_chars,
@@ -69,20 +69,15 @@ def data_facts(encoded: EncodedCorpus, data_dir: Path) -> DataFacts:
     )
 
 
-def load_data_facts(dataset: str, scheme: str, data_dir: str | Path) -> DataFacts:
+def load_data_facts(dataset: str, scheme: str, data_dir: str | Path | None) -> DataFacts:
     """Encode (through the cache) and measure ``dataset`` under ``scheme``."""
-    from bench.data.paths import resolve_data_dir
-
-    data_dir = resolve_data_dir(data_dir)
-    return data_facts(encode_corpus(dataset, scheme, data_dir), data_dir)
+    return data_facts(encode_corpus(dataset, scheme, data_dir))
 
 
 def facts_for_sizing(vocab_size: int | None, scheme: str | None, dataset: str | None,
                      data_dir: str | Path | None) -> DataFacts:
     """Facts for sizing or timing a model (``bench models describe``, ``bench speed``): from a corpus
     when a scheme and a dataset are given, else a vocabulary size alone (256 by default)."""
-    from bench.data.paths import resolve_data_dir
-
     if (scheme is None) != (dataset is None):
         raise BenchError("give --tokenizer and --dataset together (the vocabulary and characters per token "
                          "come from the tokenized corpus), or neither")
@@ -90,4 +85,4 @@ def facts_for_sizing(vocab_size: int | None, scheme: str | None, dataset: str | 
         return DataFacts.vocabulary_only(256 if vocab_size is None else vocab_size)
     if vocab_size is not None:
         raise BenchError("--vocab-size conflicts with --tokenizer/--dataset, which set the vocabulary; drop one")
-    return load_data_facts(dataset, scheme, resolve_data_dir(data_dir))
+    return load_data_facts(dataset, scheme, data_dir)

@@ -33,11 +33,11 @@ class SplitMeasures:
     chars: np.ndarray | None  # train: the characters of the text each token covers (int32)
 
 
-def measure_split(encoded: EncodedCorpus, split: str, data_dir: Path, chars: bool = True) -> SplitMeasures:
+def measure_split(encoded: EncodedCorpus, split: str, chars: bool = True) -> SplitMeasures:
     """The split's measures, from the cache or measured now (and cached); ``chars=False``: a cached train split's
     without the characters of its tokens (its counts are all the data's facts need)."""
     ids = encoded.ids[split]
-    base = encoded_path(data_dir, encoded.splits[split], encoded.tokenizer)
+    base = encoded_path(encoded.splits[split], encoded.tokenizer)
     json_path, chars_path = base.with_name(base.name + ".measures.json"), base.with_name(base.name + ".chars.npy")
     cached = _load(json_path, chars_path, len(ids), split == "train", chars)
     if cached is not None:

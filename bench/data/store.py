@@ -144,6 +144,7 @@ class SplitData:
     size: int
     sha256: str
     status: str
+    data_dir: Path  # the data folder it was opened from, which holds its caches
 
     @property
     def verified(self) -> bool:
@@ -193,4 +194,4 @@ def open_split(name: str, split: str, data_dir: str | Path | None = None) -> Spl
     if sha != record.sha256:
         raise BenchError(f"{path} changed since it was fetched (sha256 {sha}, recorded {record.sha256}); "
                          f"fetch it again, or run `bench data verify {name}` to keep it as unverified")
-    return SplitData(name, split, path, record.size, sha, record.status)
+    return SplitData(name, split, path, record.size, sha, record.status, data_dir)

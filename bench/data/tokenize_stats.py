@@ -8,7 +8,6 @@ from pathlib import Path
 
 from bench.data.cache import cached_tokenizer, save_encoded
 from bench.data.manifest import STATUS_USER
-from bench.data.paths import resolve_data_dir
 from bench.data.store import SplitData, open_split
 from bench.provenance import git_commit, library_versions
 from bench.text_tables import markdown_table, text_table
@@ -29,18 +28,17 @@ class StatsResult:
 
 
 def run_stats(dataset: str, schemes: list[str], splits: tuple[str, ...], data_dir: str | Path | None) -> StatsResult:
-    data_dir = resolve_data_dir(data_dir)
     opened = {s: open_split(dataset, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
     texts = {s: opened[s].read_text() for s in splits}
     records = []
     for scheme in schemes:
-        tokenizer = cached_tokenizer(scheme, dataset, data_dir, train=opened["train"])
+        tokenizer = cached_tokenizer(scheme, dataset, train=opened["train"])
         for split in splits:
             print(f"measuring {scheme} on {dataset} {split}", file=sys.stderr)
             stats, ids = scheme_stats(tokenizer, texts[split], split)
             # A scheme trained on unverified data is as unverified as the split it encodes (one loaded: not).
             stats.verified = opened[split].verified and (tokenizer.pretrained or opened["train"].verified)
-            save_encoded(data_dir, opened[split], tokenizer, ids)
+            save_encoded(opened[split], tokenizer, ids)
             records.append(stats)
     return StatsResult(dataset, records, {s: opened[s] for s in opened})
 

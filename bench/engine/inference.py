@@ -60,7 +60,7 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     loaded = load_model(path, device)
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
     split_data = _recorded_split(loaded, split, data_dir)
-    ids = encoded_split(loaded.tokenizer, split_data, data_dir)
+    ids = encoded_split(loaded.tokenizer, split_data)
     text = split_data.read_text()
     layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
                         loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.amp)
@@ -140,7 +140,7 @@ def evaluate_marginal(path: str | Path, split: str, data_dir: str | Path | None,
     loaded = load_model(path, "auto")
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
     text = _recorded_split(loaded, split, data_dir).read_text()
-    train = encoded_split(loaded.tokenizer, open_split(loaded.spec.dataset, "train", data_dir), data_dir)
+    train = encoded_split(loaded.tokenizer, open_split(loaded.spec.dataset, "train", data_dir))
     candidates = [i for i, line in enumerate(text.splitlines(keepends=True)) if line.strip()]
     rng = np.random.default_rng(seed)
     chosen = set(candidates) if lines is None or lines >= len(candidates) else \

@@ -17,7 +17,6 @@ from bench.data.cache import EncodedCorpus, encode_corpus
 from bench.data.corpora import SPLITS
 from bench.data.facts import DataFacts, data_facts
 from bench.data.measures import measure_split
-from bench.data.paths import resolve_data_dir
 from bench.engine.spec import TrainConfig
 from bench.errors import BenchError
 from tokenizers_study import Tokenizer
@@ -49,13 +48,12 @@ class PreparedCorpus:
 def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: DataFacts | None = None
                    ) -> PreparedCorpus:
     """Open and count a corpus; with ``expected``, refuse data other than the run was resolved with."""
-    data_dir = resolve_data_dir(data_dir)
     encoded = encode_corpus(dataset, scheme, data_dir, splits=SPLITS)
-    facts = data_facts(encoded, data_dir)
+    facts = data_facts(encoded)
     if expected is not None and facts.identity() != expected.identity():
         raise BenchError(f"the {dataset} data or the {scheme} tokenizer changed since this run was planned; "
                          f"plan it again (bench run-matrix CONFIG, or bench train with the same settings)")
-    measures = {split: measure_split(encoded, split, data_dir) for split in SPLITS}  # cached beside the ids
+    measures = {split: measure_split(encoded, split) for split in SPLITS}  # cached beside the ids
     return PreparedCorpus(encoded, facts, {split: m.counts for split, m in measures.items()},
                           {split: m.lossless for split, m in measures.items() if split != "train"},
                           measures["train"].chars)

@@ -80,7 +80,7 @@ class FinishedRun:
     def ids(self, split: str) -> np.ndarray:
         from bench.data.cache import encoded_split
 
-        return np.asarray(encoded_split(self.tokenizer, self.split_data(split), self.result.spec.data_dir))
+        return np.asarray(encoded_split(self.tokenizer, self.split_data(split)))
 
     def text_losses(self, split: str = "test") -> TextLosses | None:
         """Bits and bytes of each document of the split, from the per-token losses (None without them, for a
