@@ -134,17 +134,18 @@ def initial_weights(resolved: ResolvedRun) -> dict | None:
     if not resolved.train.init_from:
         return None
     payload = checkpoint.load(resolved.train.init_from)
-    resolved = payload.get("resolved", {})
-    family = resolved.get("spec", {}).get("model")
+    theirs = payload.get("resolved", {})  # the run the weights come from
+    family = theirs.get("spec", {}).get("model")
     if family != resolved.spec.model:
         raise BenchError(f"init_from {resolved.train.init_from} holds a {family} model but this run trains a "
                          f"{resolved.spec.model}; start from a run of the same model")
-    theirs = resolved.get("data", {}).get("tokenizer_hash")
-    if theirs and resolved.data.tokenizer_hash and theirs != resolved.data.tokenizer_hash:
-        scheme = resolved.get("data", {}).get("scheme")
-        raise BenchError(f"init_from {resolved.train.init_from} was trained with tokenizer {scheme} (hash {theirs[:12]}) "
-                         f"but this run uses {resolved.data.scheme} (hash {resolved.data.tokenizer_hash[:12]}): its "
-                         f"embeddings belong to other tokens; start from a run of the same tokenizer")
+    their_hash = theirs.get("data", {}).get("tokenizer_hash")
+    if their_hash and resolved.data.tokenizer_hash and their_hash != resolved.data.tokenizer_hash:
+        scheme = theirs.get("data", {}).get("scheme")
+        raise BenchError(f"init_from {resolved.train.init_from} was trained with tokenizer {scheme} (hash "
+                         f"{their_hash[:12]}) but this run uses {resolved.data.scheme} (hash "
+                         f"{resolved.data.tokenizer_hash[:12]}): its embeddings belong to other tokens; start from a "
+                         f"run of the same tokenizer")
     return payload["model"]
 
 
