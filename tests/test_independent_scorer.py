@@ -161,12 +161,18 @@ def test_a_runs_layout_slides_half_a_window_unless_told_and_never_more_than_the_
 
 
 class _Log(io.StringIO):
+    """A log file (or a terminal) that records what of it was flushed: a log is read while the run goes on."""
+
     def __init__(self, terminal: bool):
         super().__init__()
         self.terminal = terminal
+        self.flushes: list[str] = []  # what the file held at each flush
 
     def isatty(self) -> bool:
         return self.terminal
+
+    def flush(self) -> None:
+        self.flushes.append(self.getvalue())
 
 
 COUNTS = {"n_bytes": 61, "n_chars": 61, "n_words": 10, "n_lines": 1}
@@ -184,6 +190,7 @@ def test_an_evaluation_says_what_it_scores_in_a_log_and_shows_a_bar_on_a_termina
     assert result.token_nll is None  # kept only when asked for
     lines = log.getvalue().splitlines()
     assert lines[0] == "evaluating test: 61 tokens in 3 streams, 3 chunks"  # 21 tokens per stream, 7 at a time
+    assert log.flushes == [lines[0] + "\n", log.getvalue()]  # each line in the file as soon as it is printed
     assert re.fullmatch(r"evaluated test: 61 tokens in \d+\.\d s", lines[1]) and len(lines) == 2
     corpus = SimpleNamespace(encoded=SimpleNamespace(ids={"valid": ids}), counts={"valid": COUNTS},
                              lossless={"valid": True})

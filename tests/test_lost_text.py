@@ -54,3 +54,10 @@ def test_beyond_align_lines_lines_repeated_over_one_percent_never_anchor_the_ali
 
     assert lost(ALIGN_LINES) == (3 + 9 + 1, 1 + 2)  # exact: "cat", the dropped line and its line break
     assert lost(ALIGN_LINES + 1) == (150 + 9 + 1, 150 + 2)  # the 150 repeats instead of "cat"
+
+
+def test_the_aligned_pairs_are_only_those_that_differ():
+    from tokenizers_study.base import _changed_pairs
+
+    words, back = "a b c d e".split(), "a x c d y z".split()
+    assert list(_changed_pairs(words, back, " ")) == [("b", "x"), ("e", "y z")]  # a, c and d are equal: not listed
