@@ -19,8 +19,8 @@ def config_fields(
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " Default: every model."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of fields."),
 ) -> None:
-    """Every training and model field: type, default, allowed range and meaning. Set one with --set KEY=VALUE on `bench train`,
-    or in a matrix config's [shared], [models.<model>] or [tokenizers."<scheme>"] table. A preset
+    """Every training and model field: type, default, allowed range and meaning. Set one with --set KEY=VALUE on
+    `bench train`, or in a matrix config's [shared], [models.<model>] or [tokenizers."<scheme>"] table. A preset
     (`bench models describe MODEL --preset P`) changes the defaults."""
     from bench.engine.fields import all_field_docs
     from bench.models import config_class

@@ -97,7 +97,8 @@ def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings:
     if settings.signal_delay_s is not None:
         executor.update_parameters(signal_delay_s=settings.signal_delay_s)
     with executor.batch():
-        jobs = [executor.submit(ChainJob([run.resolved.to_json() for run in chain], settings.threads)) for chain in todo]
+        jobs = [executor.submit(ChainJob([run.resolved.to_json() for run in chain], settings.threads))
+                for chain in todo]
     return jobs
 
 
