@@ -93,11 +93,10 @@ def check_settings(obj: Any) -> None:
 
 
 def refusal(cls: type, f: dataclasses.Field, value: Any) -> str | None:
-    """Why field ``f`` of ``cls`` refuses ``value`` (one line), or None: a float that is not finite, a value not
-    among its Literal's, a number outside its range. None is refused nowhere: a type that does not admit it has
-    no None to check."""
+    """Why field ``f`` of ``cls`` refuses ``value`` (one line), or None: none where its type does not admit it, a
+    float that is not finite, a value not among its Literal's, a number outside its range."""
     if value is None:
-        return None
+        return None if _admits_none(_types(cls)[f.name]) else f"{f.name} must be set; it cannot be none"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{f.name} must be a finite number, not {value}"
     choices = literal_choices(_types(cls)[f.name])
@@ -109,6 +108,10 @@ def refusal(cls: type, f: dataclasses.Field, value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"{f.name} must be a number, not {value!r}"
     return allowed.refusal(f.name, value)
+
+
+def _admits_none(kind: Any) -> bool:
+    return typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in typing.get_args(kind)
 
 
 def literal_choices(kind: Any) -> tuple:

@@ -72,7 +72,9 @@ def test_the_messages_name_the_setting_and_its_range():
     assert Allowed(low=0, high=1).refusal("min_lr_ratio", 2) == "min_lr_ratio must be in [0, 1], not 2"
     assert refusal(TrainConfig, field, True) == "batch_size must be a number, not True"
     assert refusal(TrainConfig, field, float("nan")) == "batch_size must be a finite number, not nan"
-    assert refusal(TrainConfig, field, None) is None
+    assert refusal(TrainConfig, field, None) == "batch_size must be set; it cannot be none"
+    max_steps = next(f for f in dataclasses.fields(TrainConfig) if f.name == "max_steps")
+    assert refusal(TrainConfig, max_steps, None) is None  # an optional setting may be none
 
 
 def test_a_literal_setting_is_one_of_its_values_however_it_is_made():
