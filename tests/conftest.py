@@ -108,6 +108,25 @@ def cli():
     return _run_cli
 
 
+def _run_cli_here(*args) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+
+    import cli as entry
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = entry.main(list(args))
+    return subprocess.CompletedProcess(["cli.py", *args], code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session")
+def cli_here():
+    """``cli_here(*args)``: ``cli.py ARGS`` in this process (no interpreter and imports to start: for refusals,
+    which need no process of their own); an escaping exception fails the test. Returns a CompletedProcess."""
+    return _run_cli_here
+
+
 def _assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str, code: int | None = None) -> None:
     assert result.returncode != 0
     if code is not None:

@@ -215,13 +215,13 @@ def test_eval_hf_refuses_bad_settings_in_one_line_and_writes_nothing(tiny_gpt2, 
     assert not out.exists()
 
 
-def test_eval_hf_and_a_matrix_refuse_a_folder_that_is_no_model(tmp_path, data_dir, cli, one_line_error):
-    one_line_error(cli("eval-hf", str(tmp_path / "nothing"), "--dataset", "toy", "--data-dir", str(data_dir)),
+def test_eval_hf_and_a_matrix_refuse_a_folder_that_is_no_model(tmp_path, data_dir, cli_here, one_line_error):
+    one_line_error(cli_here("eval-hf", str(tmp_path / "nothing"), "--dataset", "toy", "--data-dir", str(data_dir)),
                    "not a model folder")
     config = tmp_path / "m.toml"
     config.write_text(MATRIX.format(model="nothing").replace("[corpora.toy]\ntrain = \"train.txt\"\n"
                                                             "valid = \"valid.txt\"\ntest = \"test.txt\"\n", ""))
-    one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
+    one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
                    "[[pretrained]] model", "not a model folder")
 
 
@@ -234,7 +234,7 @@ def test_eval_hf_names_its_default_folder_by_run_id(tiny_gpt2, data_dir, tmp_pat
     assert len(folders) == 2 and all(f.startswith(f"hf-{tiny_gpt2.name}-toy-test-") for f in folders)
 
 
-def test_eval_hf_refuses_damaged_or_mismatched_model_folders(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):
+def test_eval_hf_refuses_damaged_or_mismatched_model_folders(tiny_gpt2, data_dir, tmp_path, cli_here, one_line_error):
     import shutil
 
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -257,18 +257,18 @@ def test_eval_hf_refuses_damaged_or_mismatched_model_folders(tiny_gpt2, data_dir
     }
     for fragment, folder in cases.items():
         out = tmp_path / f"out-{folder.name}"
-        one_line_error(cli("eval-hf", str(folder), "--dataset", "toy", "--data-dir", str(data_dir), "--out",
+        one_line_error(cli_here("eval-hf", str(folder), "--dataset", "toy", "--data-dir", str(data_dir), "--out",
                            str(out)), fragment)
         assert not out.exists()
 
 
-def test_eval_hf_never_writes_into_a_training_run_or_a_matrix(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):
+def test_eval_hf_never_writes_into_a_training_run_or_a_matrix(tiny_gpt2, data_dir, tmp_path, cli_here, one_line_error):
     for name, content in (("spec.json", '{"run_id": "0123456789abcdef"}'), ("checkpoint.pt", "x"),
                           ("runs.csv", "model\n")):
         out = tmp_path / name.replace(".", "-")
         out.mkdir()
         (out / name).write_text(content)
-        one_line_error(cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--out",
+        one_line_error(cli_here("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--out",
                            str(out)), str(out))
         assert sorted(p.name for p in out.iterdir()) == [name]
 
@@ -282,23 +282,23 @@ def test_a_split_without_tokens_is_not_scored(tiny_gpt2):
         check_ids([], 0, model, "test")
 
 
-def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tiny_gpt2, tmp_path, cli,
+def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tiny_gpt2, tmp_path, cli_here,
                                                                              one_line_error, data_dir):
     config = tmp_path / "m.toml"
     for bad, fragment in (("window = 100000", "window 100000 is longer than the model's context (2048)"),
                           ("stride = 4096", "stride must be less than the window (2048)")):
         config.write_text(MATRIX.format(model=tiny_gpt2).replace("window = 64\nstride = 32", bad))
-        one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)
+        one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)
     # a mistyped dataset: refused at --dry-run (it was listed as 'no data', exit 0, and failed after training)
     for split in ("train", "valid", "test"):
         (tmp_path / f"{split}.txt").write_text(f"some text for the {split} split of the toy corpus\n" * 200)
     config.write_text(MATRIX.format(model=tiny_gpt2).replace('name = "gpt2-tiny"', 'name = "gpt2-tiny"\n'
                                                              'dataset = "wikitext-3"'))
-    one_line_error(cli("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
+    one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
                    "[[pretrained]] gpt2-tiny: unknown corpus 'wikitext-3'")
 
 
-def test_a_model_with_nan_weights_gives_no_result(tiny_gpt2, data_dir, tmp_path, cli, one_line_error):
+def test_a_model_with_nan_weights_gives_no_result(tiny_gpt2, data_dir, tmp_path, cli_here, one_line_error):
     import shutil
 
     from transformers import GPT2LMHeadModel
@@ -310,7 +310,7 @@ def test_a_model_with_nan_weights_gives_no_result(tiny_gpt2, data_dir, tmp_path,
         model.transformer.h[0].mlp.c_fc.weight.fill_(float("nan"))
     model.save_pretrained(broken)
     out = tmp_path / "out"
-    one_line_error(cli("eval-hf", str(broken), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out)),
+    one_line_error(cli_here("eval-hf", str(broken), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out)),
                    "non-finite losses")
     assert not (out / "result.json").exists()
 
