@@ -237,16 +237,17 @@ def _everything(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_tokenize_stats_never_replaces_a_file_it_did_not_write(owned, data_dir, tmp_path, cli, one_line_error):
+def test_tokenize_stats_never_replaces_a_file_it_did_not_write(owned, data_dir, tmp_path, cli, cli_here,
+                                                               one_line_error):
     root, runs, _ = owned
     before = _everything(root)
     for target in (runs["a"] / "result.json", runs["a"] / "best.pt", root / "results" / "toy" / "runs.csv",
                    runs["a"] / "new.md"):
-        one_line_error(cli("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes", "byte",
-                           "--out", str(target)), str(target))
+        one_line_error(cli_here("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes",
+                                "byte", "--out", str(target)), str(target))
     notes = tmp_path / "notes.md"
     notes.write_text("my notes\n")
-    one_line_error(cli("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes", "byte",
+    one_line_error(cli_here("tokenize", "stats", "--dataset", "toy", "--data-dir", str(data_dir), "--schemes", "byte",
                        "--out", str(notes)), "was not written by this command")
     assert notes.read_text() == "my notes\n" and _everything(root) == before
     mine = tmp_path / "stats.md"
@@ -256,31 +257,31 @@ def test_tokenize_stats_never_replaces_a_file_it_did_not_write(owned, data_dir, 
     assert mine.read_text().startswith("# Tokenization statistics")
 
 
-def test_eval_never_dumps_losses_into_another_run(owned, data_dir, tmp_path, cli, one_line_error):
+def test_eval_never_dumps_losses_into_another_run(owned, data_dir, tmp_path, cli, cli_here, one_line_error):
     root, runs, _ = owned
     before = _everything(root)
-    one_line_error(cli("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses",
+    one_line_error(cli_here("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses",
                        str(runs["b"] / "token_nll.test.npy")), str(runs["b"]))
     assert _everything(root) == before
     fresh = tmp_path / "losses.npy"
     assert cli("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses", str(fresh)).returncode == 0
-    one_line_error(cli("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses", str(fresh)),
+    one_line_error(cli_here("eval", str(runs["a"]), "--data-dir", str(data_dir), "--dump-token-losses", str(fresh)),
                    "choose a new file name")  # a .npy carries no mark of who wrote it: never replaced
 
 
-def test_a_matrix_never_takes_over_another_matrix_or_a_run(owned, data_dir, tmp_path, cli, one_line_error):
+def test_a_matrix_never_takes_over_another_matrix_or_a_run(owned, data_dir, tmp_path, cli, cli_here, one_line_error):
     root, runs, config = owned
     results = root / "results" / "toy"
     before = _everything(root)
     other = tmp_path / "other.toml"  # another config with the same [matrix] name
     other.write_text(config.read_text().replace('["byte"]', '["char"]'))
     for args in (["--results", str(results)], ["--results", str(results), "--dry-run"]):
-        one_line_error(cli("run-matrix", str(other), "--data-dir", str(data_dir), "--quiet", *args),
+        one_line_error(cli_here("run-matrix", str(other), "--data-dir", str(data_dir), "--quiet", *args),
                        "holds the results of the matrix run from")
     one_line_error(cli("run-matrix", str(other), "--data-dir", str(data_dir), "--quiet", cwd=root),
                    "holds the results of the matrix run from")  # the default folder, results/toy
     for folder in (runs["a"], runs["a"] / "inside", results / "inside"):
-        one_line_error(cli("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(folder),
+        one_line_error(cli_here("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(folder),
                            "--dry-run"), str(folder))
     assert _everything(root) == before
     again = cli("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(results), "--quiet")
@@ -288,14 +289,14 @@ def test_a_matrix_never_takes_over_another_matrix_or_a_run(owned, data_dir, tmp_
     assert _everything(root) == before
 
 
-def test_train_and_report_never_write_into_a_matrix_or_another_run(owned, data_dir, cli, one_line_error):
+def test_train_and_report_never_write_into_a_matrix_or_another_run(owned, data_dir, cli_here, one_line_error):
     root, runs, _ = owned
     results = root / "results" / "toy"
     before = _everything(root)
     for folder in (results, results / "mine", runs["a"] / "mine"):
-        one_line_error(cli(*train_args(data_dir, "max_steps=4"), "--out", str(folder)), str(folder))
+        one_line_error(cli_here(*train_args(data_dir, "max_steps=4"), "--out", str(folder)), str(folder))
     for folder in (runs["a"], results, results / "report"):
-        one_line_error(cli("report", str(results), "--out", str(folder)), str(folder))
+        one_line_error(cli_here("report", str(results), "--out", str(folder)), str(folder))
     assert _everything(root) == before
 
 

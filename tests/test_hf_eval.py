@@ -288,7 +288,8 @@ def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tin
     for bad, fragment in (("window = 100000", "window 100000 is longer than the model's context (2048)"),
                           ("stride = 4096", "stride must be less than the window (2048)")):
         config.write_text(MATRIX.format(model=tiny_gpt2).replace("window = 64\nstride = 32", bad))
-        one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config), fragment)
+        one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)), str(config),
+                       fragment)
     # a mistyped dataset: refused at --dry-run (it was listed as 'no data', exit 0, and failed after training)
     for split in ("train", "valid", "test"):
         (tmp_path / f"{split}.txt").write_text(f"some text for the {split} split of the toy corpus\n" * 200)

@@ -107,16 +107,16 @@ def test_expansion_includes_and_budgets(toy):
     assert not results.exists()  # a dry run writes no results
 
 
-def test_dry_run_finds_settings_that_would_fail_every_run(toy, cli, one_line_error):
+def test_dry_run_finds_settings_that_would_fail_every_run(toy, cli_here, one_line_error):
     config_path, results, data = toy
     run_matrix(config_path, results, dry_run=True, data_dir=data)  # tokenizers trained: no progress lines below
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["transformer"]')
                            + "\n[models.transformer]\neval_chunk = 64\n")
-    one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
+    one_line_error(cli_here("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
                        str(data)), "cell model=transformer", "eval_chunk (64) is longer than the model's "
                    "window")
     config_path.write_text(CONFIG.replace("[models.lstm]\n", "[models.lstm]\nbptt = 20\n"))
-    one_line_error(cli("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
+    one_line_error(cli_here("run-matrix", str(config_path), "--dry-run", "--results", str(results), "--data-dir",
                        str(data)), "[models.lstm] bptt is held equal by the matching rule", "[context]")
     assert not results.exists()
 
@@ -208,7 +208,7 @@ def test_parallel_jobs(toy, capsys):
         run_matrix(config_path, results, data_dir=data, execution=Execution(jobs=2, show_progress=False, threads=0))
 
 
-def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
+def test_config_errors_are_one_line(tmp_path, cli_here, one_line_error):
     bad = tmp_path / "bad.toml"
     bad.write_text('[axes]\nmodel = ["sha-rnn"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n'
                    '[budget]\nchars = 100\n[context]\nchars = 10\n[shared]\nbogus = 1\n')
@@ -219,15 +219,15 @@ def test_config_errors_are_one_line(tmp_path, cli, one_line_error):
     with pytest.raises(BenchError, match=r"match = chars needs \[budget\] chars"):
         load_config(bad)
     bad.write_text('[axes]\nmodel = ["sha-rnn"]\n[oops]\n')
-    one_line_error(cli("run-matrix", str(bad)), "unknown section(s) ['oops']")
+    one_line_error(cli_here("run-matrix", str(bad)), "unknown section(s) ['oops']")
     bad.write_text('[axes]\nmodel = ["lstm"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n[budget]\n'
                    'chars = 100\n[context]\nchars = 10\n[models.lstm]\nlr = [1e-3, 3e-3]\n')
-    one_line_error(cli("run-matrix", str(bad), "--dry-run"), "for lr: expected one value", "[axes] or [[include]]")
-    one_line_error(cli("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
-    one_line_error(cli("report", str(tmp_path)), "runs.csv does not exist")
+    one_line_error(cli_here("run-matrix", str(bad), "--dry-run"), "for lr: expected one value", "[axes] or [[include]]")
+    one_line_error(cli_here("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
+    one_line_error(cli_here("report", str(tmp_path)), "runs.csv does not exist")
     (tmp_path / "runs.csv").write_text("model,tokenizer,dataset,seed,match,phase,run_dir,status,comparable,"
                                        "test_lossless,matrix\nlstm,byte,toy,0,chars,,gone-run,done,True,True,t\n")
-    one_line_error(cli("report", str(tmp_path), "--out", str(tmp_path / "report")),
+    one_line_error(cli_here("report", str(tmp_path), "--out", str(tmp_path / "report")),
                           "lists gone-run as done but")
     assert not (tmp_path / "report").exists()
 
