@@ -81,7 +81,8 @@ def section(title: str) -> Callable[..., Any]:
 
 
 @functools.cache
-def _types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
+    """The resolved type of each field of a settings dataclass (read once per class)."""
     return typing.get_type_hints(cls)
 
 
@@ -96,10 +97,10 @@ def refusal(cls: type, f: dataclasses.Field, value: Any) -> str | None:
     """Why field ``f`` of ``cls`` refuses ``value`` (one line), or None: none where its type does not admit it, a
     float that is not finite, a value not among its Literal's, a number outside its range."""
     if value is None:
-        return None if _admits_none(_types(cls)[f.name]) else f"{f.name} must be set; it cannot be none"
+        return None if unwrap_optional(field_types(cls)[f.name])[1] else f"{f.name} must be set; it cannot be none"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{f.name} must be a finite number, not {value}"
-    choices = literal_choices(_types(cls)[f.name])
+    choices = literal_choices(field_types(cls)[f.name])
     if choices and value not in choices:
         return f"{f.name} must be one of {', '.join(map(str, choices))}, not {value!r}"
     allowed = f.metadata.get("allowed")
@@ -110,13 +111,15 @@ def refusal(cls: type, f: dataclasses.Field, value: Any) -> str | None:
     return allowed.refusal(f.name, value)
 
 
-def _admits_none(kind: Any) -> bool:
-    return typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in typing.get_args(kind)
+def unwrap_optional(kind: Any) -> tuple[Any, bool]:
+    """The type inside ``Optional[...]`` and True, or ``kind`` itself and False."""
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType) and type(None) in args:
+        return next(a for a in args if a is not type(None)), True
+    return kind, False
 
 
 def literal_choices(kind: Any) -> tuple:
     """The values a ``Literal`` (or an optional one) allows; () for any other type."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        return literal_choices(next(a for a in args if a is not type(None)))
-    return args if origin is Literal else ()
+    inner, _ = unwrap_optional(kind)
+    return typing.get_args(inner) if typing.get_origin(inner) is Literal else ()

@@ -5,10 +5,11 @@ from its metadata), so the reference cannot drift from the checks.
 
 from __future__ import annotations
 
-import types
 import typing
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, Literal
+from typing import Any
+
+from bench.settings import field_types, literal_choices, unwrap_optional
 
 SET_BY_TOKENIZER = "vocab_size"  # a model field the tokenizer decides: never a setting
 
@@ -25,7 +26,7 @@ class FieldDoc:
 
 def field_docs(cls: type, section: str) -> list[FieldDoc]:
     """The settings of a config dataclass with their type, default, help, range and section."""
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     docs = []
     for f in fields(cls):
         if f.name == SET_BY_TOKENIZER:
@@ -50,9 +51,9 @@ def all_field_docs(models: typing.Iterable[str] | None = None) -> list[FieldDoc]
 
 
 def readable_type(kind: Any) -> str:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
-        return readable_type(next(a for a in args if a is not type(None))) + " or none"
-    if origin is Literal:
-        return "one of " + ", ".join(map(str, args))
+    inner, optional = unwrap_optional(kind)
+    if optional:
+        return readable_type(inner) + " or none"
+    if choices := literal_choices(kind):
+        return "one of " + ", ".join(map(str, choices))
     return getattr(kind, "__name__", str(kind))

@@ -10,15 +10,13 @@ Turning a spec into the configuration a run executes is :mod:`bench.engine.resol
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, Optional
 
 from bench.data.corpora import HELD_OUT
 from bench.errors import BenchError
-from bench.settings import (AT_LEAST_1, BELOW_1, FRACTION, NOT_NEGATIVE, POSITIVE, check_settings, refusal,
-                            section)
+from bench.settings import (AT_LEAST_1, BELOW_1, FRACTION, NOT_NEGATIVE, POSITIVE, check_settings, field_types,
+                            literal_choices, refusal, section, unwrap_optional)
 
 
 layout = section("data layout")
@@ -126,16 +124,15 @@ def parse_value(kind, text: Any, key: str):
     if isinstance(text, (list, dict)):
         raise BenchError(f"bad value {text!r} for {key}: expected one value (a list of values belongs under "
                          "[axes] or [[include]])")
-    origin = typing.get_origin(kind)
-    args = typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType) and type(None) in args:
+    inner, optional = unwrap_optional(kind)
+    if optional:
         if text is None or (isinstance(text, str) and text.strip().lower() in ("none", "null", "")):
             return None
-        return parse_value(next(a for a in args if a is not type(None)), text, key)
-    if origin is Literal:
+        return parse_value(inner, text, key)
+    if choices := literal_choices(kind):
         value = str(text).strip()
-        if value not in args:
-            raise BenchError(f"bad value {text!r} for {key}; allowed: {', '.join(map(str, args))}")
+        if value not in choices:
+            raise BenchError(f"bad value {text!r} for {key}; allowed: {', '.join(map(str, choices))}")
         return value
     parsers = {bool: _parse_bool, int: _parse_int, float: _parse_float, str: str}
     if kind not in parsers:
@@ -196,7 +193,7 @@ def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
                 f"training settings: {', '.join(train_keys)}"
             )
         f, cls = declared[key]
-        out[key] = parse_value(typing.get_type_hints(cls)[key], raw, key)
+        out[key] = parse_value(field_types(cls)[key], raw, key)
         if problem := refusal(cls, f, out[key]):
             raise BenchError(problem)
     return out
