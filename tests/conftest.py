@@ -108,7 +108,7 @@ def cli():
     return _run_cli
 
 
-def _run_cli_here(*args) -> subprocess.CompletedProcess:
+def run_cli_here(*args) -> subprocess.CompletedProcess:
     import contextlib
     import io
 
@@ -124,7 +124,7 @@ def _run_cli_here(*args) -> subprocess.CompletedProcess:
 def cli_here():
     """``cli_here(*args)``: ``cli.py ARGS`` in this process (no interpreter and imports to start: for refusals,
     which need no process of their own); an escaping exception fails the test. Returns a CompletedProcess."""
-    return _run_cli_here
+    return run_cli_here
 
 
 def _assert_one_line_error(result: subprocess.CompletedProcess, *fragments: str, code: int | None = None) -> None:

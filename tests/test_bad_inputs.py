@@ -2,7 +2,6 @@
 traceback, and no file written or changed anywhere (data, caches, runs, results, reports)."""
 
 import contextlib
-import io
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import cli
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
+from tests.conftest import run_cli_here
 
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 6, "eval_every": 3,
         "checkpoint_every": 3, "eval_streams": 4, "eval_chunk": 32, "eval_max_tokens": 300}
@@ -395,10 +394,8 @@ CASES = [
 
 def call(argv: list[str]) -> tuple[int, str, str]:
     """The CLI in this process: exit code, stdout, stderr (an escaping exception fails the test)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
+    done = run_cli_here(*argv)
+    return done.returncode, done.stdout, done.stderr
 
 
 def files_under(root: Path) -> dict:
