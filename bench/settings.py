@@ -46,6 +46,7 @@ class Allowed:
         too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
         if not (too_low or too_high):
             return None
+        # a fraction (a rate, a decay) is named by its interval; a size's upper bound is a limit of tensors, told apart
         if self.low is not None and self.high is not None and self.high <= 1:
             kind = f" is {self.what} and" if self.what else ""
             return f"{name}{kind} must be {self.describe()}, not {value}"
