@@ -34,7 +34,7 @@ test: $(STAMP)
 demo: $(BASE)
 	./scripts/demo.sh "$(BIN)" "$(MIRROR)"
 
-# The GPU runbook, one stage at a time: make gpu STAGE=prove|speed|study OUT=gpu-out (scripts/gpu/README.md).
+# The GPU runbook, one stage at a time: make gpu STAGE=prove|diagnose|speed|study OUT=gpu-out (scripts/gpu/README.md).
 STAGE ?= prove
 OUT   ?= gpu-out
 gpu: $(STAMP)

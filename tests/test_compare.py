@@ -65,3 +65,23 @@ def test_runs_on_different_texts_or_of_different_kinds_are_refused(runs, tmp_pat
     assert code == 1 and "were scored on different test texts" in err
     code, _, err = call(["compare", str(folders["byte"]), str(root)])
     assert code == 1 and "give two run folders" in err
+
+
+def test_runs_stopped_as_not_learning_are_left_out_and_named(runs, tmp_path):
+    import pandas as pd
+
+    _, data, _ = runs
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.toml").write_text(MATRIX.replace('name = "toy"', f'name = "{name}"')
+                                               .replace("seed = [0]", "seed = [0, 1]"))
+        run_matrix(tmp_path / f"{name}.toml", tmp_path / name, data_dir=data, execution=Execution(show_progress=False))
+    table = pd.read_csv(tmp_path / "b" / "runs.csv")
+    stuck = table.iloc[[1]].assign(status="not-learning", error="TrainingNotLearning: not learning: ...")
+    stuck = stuck[["model", "tokenizer", "dataset", "seed", "match", "run_dir", "status", "error"]]
+    pd.concat([table.iloc[[0]], stuck]).to_csv(tmp_path / "b" / "runs.csv", index=False)
+    code, out, err = call(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+    assert code == 0, err
+    [row] = json.loads(out)["rows"]
+    assert row["seeds"] == "2 / 1"  # the stopped run is no seed of its cell
+    assert f"NOT LEARNING, left out: B has 1 run(s) stopped at their unigram floor ({table['run_dir'][1]})" in \
+        json.loads(out)["notes"]

@@ -80,3 +80,15 @@ def test_the_speed_table_reads_the_side_by_side(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("| 250,000 | 91.0 | 9.2% | 950,000 | 3.8x |") == 2
     assert "Ratio bench / reference: **0.99x**" in done.stdout and "(989 TFLOP/s)" in done.stdout
+
+
+@pytest.mark.mirror
+def test_the_diagnose_stage_trains_the_sharnn_cell_under_each_variant_and_tabulates_them(tmp_path, mirror):
+    done = runbook("diagnose", tmp_path / "out", MIRROR=mirror, BENCH_DATA_DIR=tmp_path / "data")
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = (tmp_path / "out" / "diagnose.md").read_text()
+    for variant in ("float32", "bf16-fp32-lstm", "float16-scaled", "gpu-as-before", "as-before-sdpa"):
+        assert f"| {variant} |" in table
+    assert table.count("| 10 |") == 5 and "failed" not in (tmp_path / "out" / "diagnose.log").read_text()
+    assert "cpu (float16 LSTMs emulated)" in table  # gpu-as-before on a CPU
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["diagnose.log", "diagnose.md"]

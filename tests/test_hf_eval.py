@@ -49,17 +49,19 @@ def data_dir(tmp_path_factory, make_toy_corpus):
 
 
 def scored(model, ids: list[int], start: int, window: int, stride: int, streams: int = 1,
-           amp: torch.dtype | None = None) -> float:
+           autocast: torch.dtype | None = None) -> float:
     """The total NLL bench eval-hf's scorer gives (the tests of bench.engine.evaluation check it token by token
     against a plain loop, a pretrained model included)."""
     import numpy as np
 
     from bench.engine.evaluation import EvalLayout, Scorer
+    from bench.engine.precision import FLOAT32, Precision
     from bench.models.pretrained import PretrainedLM
 
     layout = EvalLayout(streams=streams, chunk=stride, window=window)
-    return Scorer(PretrainedLM(model, window), start, layout, torch.device("cpu"), amp).score(np.asarray(ids)
-                                                                                               ).total_nll_nats
+    precision = FLOAT32 if autocast is None else Precision(str(autocast), autocast, False, False)
+    return Scorer(PretrainedLM(model, window), start, layout, torch.device("cpu"), precision).score(
+        np.asarray(ids)).total_nll_nats
 
 
 def test_one_window_equals_a_direct_computation_and_overlaps_are_not_projected(tiny_gpt2, data_dir):
@@ -192,7 +194,7 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert model(torch.tensor([ids[:32]])).logits.dtype == torch.float32
     exact = scored(model, ids, tokenizer.bos_token_id, 64, 32, streams=4)
-    mixed = scored(model, ids, tokenizer.bos_token_id, 64, 32, streams=4, amp=torch.bfloat16)
+    mixed = scored(model, ids, tokenizer.bos_token_id, 64, 32, streams=4, autocast=torch.bfloat16)
     assert mixed == pytest.approx(exact, rel=1e-2) and mixed != exact
 
 

@@ -146,11 +146,13 @@ def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, mak
 
 def test_a_runs_layout_slides_half_a_window_unless_told_and_never_more_than_the_window():
     from bench.engine.evaluation import run_layout
+    from bench.engine.precision import Precision
     from bench.errors import BenchError
 
     transformer, lstm = model_of("transformer"), model_of("lstm")  # a window of 16; none
     assert run_layout(transformer, 3, 5) == EvalLayout(streams=3, chunk=8, window=16, precision="float32")
-    assert run_layout(transformer, 3, 5, chunk=16, amp=torch.bfloat16) == EvalLayout(3, 16, 16, "bfloat16 autocast")
+    bf16 = Precision("bfloat16", torch.bfloat16, lstm_float32=False, loss_scaling=False)
+    assert run_layout(transformer, 3, 5, chunk=16, precision=bf16) == EvalLayout(3, 16, 16, "bfloat16 autocast")
     assert run_layout(lstm, 2, 5) == EvalLayout(streams=2, chunk=5, window=None, precision="float32")
     transformer.config = TransformerConfig(vocab_size=V, d_model=16, nlayers=2, nheads=2, context=2)
     assert run_layout(transformer, 1, 5).chunk == 1

@@ -23,8 +23,11 @@ from bench.engine.trainer import Trainer, TrainingDiverged, TrainingInterrupted
 from bench.errors import BenchError
 from bench.models import build_model
 
+# Machinery on a toy corpus: these runs are too short to leave their unigram floor (tests/test_learning.py has runs
+# that do), so the not-learning stop is off.
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
-        "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500}
+        "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500,
+        "stop_if_not_learning": False}
 
 
 @pytest.fixture(scope="module")
@@ -337,6 +340,7 @@ def test_cli_train_eval_sample(data_dir, tmp_path, cli):
 
 def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, monkeypatch):
     from bench.engine.evaluation import Scorer, run_layout
+    from bench.engine.precision import plan_precision
     from bench.models.sharnn import SHARNN
 
     result = train(spec(data_dir, tmp_path / "run", max_steps=3), show_progress=False)
@@ -345,9 +349,10 @@ def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, mo
     original = SHARNN.logits
     monkeypatch.setattr(SHARNN, "logits", lambda self, hidden: seen.append(hidden.dtype) or original(self, hidden))
     ids = np.frombuffer((data_dir / "toy" / "test.txt").read_bytes()[:2000], dtype=np.uint8)
-    layout = run_layout(model, 4, 16, 32, torch.bfloat16)
-    bf16 = Scorer(model, 256, layout, torch.device("cpu"), torch.bfloat16).score(ids)
+    plan = plan_precision("bfloat16", "auto", torch.device("cpu"), model)  # on any CPU: LSTMs in float32 without bf16
+    layout = run_layout(model, 4, 16, 32, plan)
+    bf16 = Scorer(model, 256, layout, torch.device("cpu"), plan).score(ids)
     full = Scorer(model, 256, run_layout(model, 4, 16, 32), torch.device("cpu")).score(ids)
-    assert layout.precision == "bfloat16 autocast" and result.evaluation.layout["precision"] == "float32"
+    assert layout.precision == plan.name and result.evaluation.layout["precision"] == "float32"
     assert set(seen) == {torch.float32}  # the body ran in bf16, the projection did not
     assert bf16.total_nll_nats == pytest.approx(full.total_nll_nats, rel=2e-2)

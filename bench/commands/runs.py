@@ -48,7 +48,7 @@ def train_command(
     spec = RunSpec(model=model, preset=preset, tokenizer=tokenizer, dataset=dataset, seed=seed,
                    overrides=parse_pairs(settings, "--set"), data_dir=str(data_dir) if data_dir else None,
                    out_dir=str(out) if out else None)
-    use_threads(None)  # the free cores; a `threads` setting of the run wins when it starts
+    use_threads(None)  # the cores; a `threads` setting of the run, or its first attempt's count, wins
     result = train(spec, show_progress=not quiet)
     if not Ranks.from_env().is_main:  # under torchrun, one process reports
         return
@@ -80,7 +80,7 @@ def eval_command(
     marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", help="Lines drawn at random for "
                                                  "--marginal (default: every line)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $OMP_NUM_THREADS, else "
-                                          "the free cores).", show_default=False),
+                                          "the cores).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""

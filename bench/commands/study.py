@@ -20,7 +20,7 @@ def run_matrix_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (one row per run) and stop."),
     jobs: int = typer.Option(1, "--jobs", help="Runs at a time (processes; one GPU each where there are several)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: "
-                                          "$OMP_NUM_THREADS, else the free cores shared among the --jobs runs); "
+                                          "$OMP_NUM_THREADS, else the cores shared among the --jobs runs); "
                                           "a run's own `threads` setting wins.", show_default=False),
     results: Optional[Path] = typer.Option(None, "--results", help="Results folder (default: results/<matrix "
                                            "name>)."),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import torch
@@ -44,15 +43,14 @@ def available_cores() -> int:
 
 
 def default_threads(jobs: int = 1) -> int:
-    """CPU threads for each of ``jobs`` runs at a time: ``$OMP_NUM_THREADS`` when the user set it, else the
-    cores the load average leaves free, shared among the runs (at least one). More threads than free cores
-    makes every step wait for the busiest core: 13-18x slower per step was measured on a loaded 2-core machine."""
+    """CPU threads for each of ``jobs`` runs at a time: ``$OMP_NUM_THREADS`` when the user set it, else this
+    process's cores shared among the runs (at least one). Never the load: the thread count changes how sums are
+    split, so a run's bits would depend on how busy the machine was when it started (the count is recorded in
+    every result, and a resumed run takes its first attempt's)."""
     requested = os.environ.get("OMP_NUM_THREADS", "").strip()
     if requested.isdigit() and int(requested) > 0:
         return int(requested)
-    cores = available_cores()
-    busy = round(os.getloadavg()[0]) if hasattr(os, "getloadavg") else 0
-    return max(1, (cores - min(busy, cores)) // max(1, jobs))
+    return max(1, available_cores() // max(1, jobs))
 
 
 THREADS_PER_CORE = 4  # beyond this, torch's thread pool only waits (5,000 threads on 2 cores hung; 100,000 crashed)
@@ -81,20 +79,6 @@ def configure(device: torch.device) -> None:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cudnn.benchmark = True
-
-
-def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
-    if precision == "float32":
-        return None
-    if precision == "bfloat16":
-        return torch.bfloat16
-    return torch.bfloat16 if device.type == "cuda" else None  # auto
-
-
-def autocast(device: torch.device, dtype: torch.dtype | None):
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 def describe(device: torch.device) -> dict:

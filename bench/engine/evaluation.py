@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.engine.device import autocast
 from bench.engine.distributed import Ranks
 from bench.engine.layout import PreparedCorpus
+from bench.engine.precision import FLOAT32, Precision
 from bench.engine.resolve import check_eval_chunk
 from bench.engine.result import SplitMetrics
 from bench.models.common import LanguageModel
@@ -38,25 +38,20 @@ class EvalLayout:
     streams: int
     chunk: int  # tokens per forward pass (the Transformer's stride)
     window: int | None = None  # the Transformer's context (window) length; None for recurrent models
-    precision: str = "float32"  # of the model's body; the output projection and softmax are always float32
+    precision: str = "float32"  # of the model's body (Precision.name); the output projection and softmax: float32
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
 def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None = None,
-               amp: torch.dtype | None = None) -> EvalLayout:
+               precision: Precision = FLOAT32) -> EvalLayout:
     """A run's evaluation layout: recurrent models carry their state through ``bptt``-token chunks;
     the Transformer slides a window of its context with a stride of half of it, unless ``chunk`` is given."""
     window = getattr(model.config, "context", None)  # a model that sees a window of tokens (the Transformer)
     check_eval_chunk(chunk, window, "the evaluation chunk")
     default_chunk = bptt if window is None else max(1, window // 2)
-    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision_name(amp))
-
-
-def precision_name(amp: torch.dtype | None) -> str:
-    """How an evaluation layout records its arithmetic: "float32", or "bfloat16 autocast" and the like."""
-    return "float32" if amp is None else f"{str(amp).replace('torch.', '')} autocast"
+    return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision.name)
 
 
 @dataclass
@@ -95,7 +90,7 @@ class Scorer:
     bos_id: int  # the token the first token of each stream is predicted from
     layout: EvalLayout
     device: torch.device
-    amp: torch.dtype | None = None
+    precision: Precision = FLOAT32
     ranks: Ranks = Ranks()
     progress: TextIO | None = None
 
@@ -133,7 +128,7 @@ class Scorer:
         for t in _chunks(longest, layout.chunk, n, len(every_stream), progress, label):
             x = inputs_t[:, t:t + layout.chunk]
             y = targets_t[:, t:t + layout.chunk]
-            with autocast(device, self.amp):
+            with self.precision.active(device):
                 hidden, state = model(x, state)
             logits = model.logits(hidden.float())  # the output projection and softmax in float32, whatever the body
             nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),

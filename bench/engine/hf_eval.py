@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from bench.data.store import SplitData
-from bench.engine.device import autocast_dtype
-from bench.engine.evaluation import EvalLayout, Scorer, precision_name
+from bench.engine.evaluation import EvalLayout, Scorer
+from bench.engine.precision import plan_precision
 from bench.engine.result import RunResult, SplitMetrics
 from bench.errors import BenchError
 from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
@@ -234,9 +234,9 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     start = start_token(model, tokenizer)
     check_ids(ids, start, model, settings.split)
-    amp = autocast_dtype(device, settings.precision)
+    precision = plan_precision(settings.precision, "auto", device, model)
     lm = PretrainedLM(model, window)
-    scorer = Scorer(lm, start, EvalLayout(settings.streams, stride, window, precision_name(amp)), device, amp)
+    scorer = Scorer(lm, start, EvalLayout(settings.streams, stride, window, precision.name), device, precision)
     lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text
     metrics, scored = scorer.split_metrics(np.asarray(ids), text_counts(text), lossless, settings.split)
     if not math.isfinite(metrics.total_nll_nats):  # a bad value never becomes a result

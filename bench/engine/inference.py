@@ -13,8 +13,9 @@ from bench.data.cache import encoded_split
 from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.engine import checkpoint
-from bench.engine.device import autocast, autocast_dtype, configure, describe, flatten_lstms, pick_device
+from bench.engine.device import configure, describe, flatten_lstms, pick_device
 from bench.engine.evaluation import Scorer, run_layout
+from bench.engine.precision import Precision, plan_precision
 from bench.engine.result import CheckpointEvaluation, SplitProvenance
 from bench.engine.spec import RunSpec, TrainConfig
 from bench.errors import BenchError
@@ -33,7 +34,7 @@ class Loaded:
     spec: RunSpec
     train: TrainConfig
     device: torch.device
-    amp: torch.dtype | None
+    precision: Precision
     payload: dict
 
 
@@ -51,7 +52,8 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
     model.to(dev).eval()
     flatten_lstms(model)
     tokenizer = tokenizer_from_bytes(payload["tokenizer"].encode("ascii"))
-    return Loaded(model, tokenizer, spec, train, dev, autocast_dtype(dev, train.precision), payload)
+    return Loaded(model, tokenizer, spec, train, dev, plan_precision(train.precision, train.lstm_precision, dev, model),
+                  payload)
 
 
 def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | Path | None = None,
@@ -63,8 +65,8 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     ids = encoded_split(loaded.tokenizer, split_data)
     text = split_data.read_text()
     layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
-                        loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.amp)
-    scorer = Scorer(loaded.model, loaded.tokenizer.bos_id, layout, loaded.device, loaded.amp,
+                        loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.precision)
+    scorer = Scorer(loaded.model, loaded.tokenizer.bos_id, layout, loaded.device, loaded.precision,
                     progress=sys.stderr if progress else None)
     lossless = loaded.tokenizer.loss_report(text, np.asarray(ids)).lossless
     metrics, result = scorer.split_metrics(ids, text_counts(text), lossless, split, keep_token_nll=dump is not None)
@@ -111,9 +113,9 @@ def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: fl
     pending, state, out = [tok.bos_id] + prompt_ids, None, []
     while len(out) < max_tokens:
         for start in range(0, len(pending), segment):
-            with autocast(loaded.device, loaded.amp):
+            with loaded.precision.active(loaded.device):
                 hidden, state = model(torch.tensor([pending[start:start + segment]], device=loaded.device), state)
-        with autocast(loaded.device, loaded.amp):
+        with loaded.precision.active(loaded.device):
             logits = model.logits(hidden[:, -1]).float().cpu() / temperature
         if top_k:
             kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1, None]
@@ -147,5 +149,5 @@ def evaluate_marginal(path: str | Path, split: str, data_dir: str | Path | None,
         set(rng.choice(candidates, size=lines, replace=False).tolist())
     estimates, n_bytes = score_lines(loaded.model, loaded.tokenizer, text, chosen, draws,
                                      proposal_log_weights(loaded.tokenizer, train), loaded.train.bptt,
-                                     loaded.device, loaded.amp, rng)
+                                     loaded.device, loaded.precision, rng)
     return summarize(split, estimates, n_bytes, draws)

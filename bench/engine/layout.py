@@ -37,12 +37,23 @@ class PreparedCorpus:
     def tokenizer(self) -> Tokenizer:
         return self.encoded.tokenizer
 
-    def validation_text(self, max_chars: int) -> tuple[np.ndarray, dict[str, int]]:
-        """The ids and text counts of the first ``max_chars`` characters of the valid split, extended to the end
-        of their line: the same text whatever the tokenization."""
-        text = self.encoded.splits["valid"].read_text()
-        end = text.find("\n", max_chars - 1) + 1 or len(text)
-        return self.tokenizer.encode(text[:end]), text_counts(text[:end])
+    def validation_text(self, max_chars: int | None, max_tokens: int | None) -> tuple[np.ndarray, dict[str, int]]:
+        """The ids and text counts validation scores: the first ``max_chars`` characters of the valid split,
+        extended to the end of their line (the same text whatever the tokenization), or its first ``max_tokens``
+        tokens, or all of it."""
+        if max_chars is not None:
+            text = self.encoded.splits["valid"].read_text()
+            end = text.find("\n", max_chars - 1) + 1 or len(text)
+            return self.tokenizer.encode(text[:end]), text_counts(text[:end])
+        ids = self.encoded.ids["valid"]
+        if max_tokens is None or max_tokens >= len(ids):
+            counts = self.counts["valid"]
+        elif self.lossless.get("valid"):
+            counts = text_counts(self.tokenizer.decode(np.asarray(ids[:max_tokens])))
+        else:  # a lossy tokenizer cannot give the prefix back: scale the split's counts
+            share = max_tokens / len(ids)
+            counts = {k: round(v * share) for k, v in self.counts["valid"].items()}
+        return np.asarray(ids[:max_tokens]), counts
 
 
 def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: DataFacts | None = None

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bench.engine.device import autocast
+from bench.engine.precision import Precision
 from bench.models.common import LanguageModel, State, select_state
 from tokenizers_study import Tokenizer
 from tokenizers_study.errors import TokenizerError
@@ -59,7 +59,7 @@ def proposal_log_weights(tokenizer: Tokenizer, train_ids: np.ndarray) -> np.ndar
 
 @torch.no_grad()
 def sequence_log_p(model: LanguageModel, state: State, first: int, sequences: list[tuple[int, ...]],
-                   segment: int, device: torch.device, amp) -> tuple[np.ndarray, State]:
+                   segment: int, device: torch.device, precision: Precision) -> tuple[np.ndarray, State]:
     """log p of each sequence after ``state`` and the input token ``first`` (the last token before them), fed
     ``segment`` tokens at a time; and the state after them (meaningful for one sequence: others are padded)."""
     longest = max(map(len, sequences))
@@ -72,7 +72,7 @@ def sequence_log_p(model: LanguageModel, state: State, first: int, sequences: li
     state = None if state is None else select_state(state, torch.zeros(len(sequences), dtype=torch.long))
     total = torch.zeros(len(sequences), dtype=torch.float64, device=device)
     for start in range(0, longest, segment):
-        with autocast(device, amp):
+        with precision.active(device):
             hidden, state = model(inputs[:, start:start + segment], state)
         logits = model.logits(hidden.float())
         nll = F.cross_entropy(logits.transpose(1, 2), targets[:, start:start + segment], ignore_index=-100,
@@ -82,7 +82,8 @@ def sequence_log_p(model: LanguageModel, state: State, first: int, sequences: li
 
 
 def score_lines(model: LanguageModel, tokenizer: Tokenizer, text: str, chosen: set[int], draws_per_line: int,
-                log_weight: np.ndarray, segment: int, device: torch.device, amp, rng: np.random.Generator
+                log_weight: np.ndarray, segment: int, device: torch.device, precision: Precision,
+                rng: np.random.Generator
                 ) -> tuple[list[LineEstimate], int]:
     """Walk the text line by line in its canonical segmentation; for each chosen line, estimate its marginal.
     Returns the estimates and the bytes of the chosen lines."""
@@ -93,7 +94,7 @@ def score_lines(model: LanguageModel, tokenizer: Tokenizer, text: str, chosen: s
         canonical = tuple(tokenizer.encode(line).tolist())
         if not canonical:
             continue
-        log_p, after = sequence_log_p(model, state, last, [canonical], segment, device, amp)
+        log_p, after = sequence_log_p(model, state, last, [canonical], segment, device, precision)
         if index in chosen:
             try:
                 draws = Lattice.of(line, pieces).sample(log_weight, draws_per_line, rng)
@@ -102,7 +103,7 @@ def score_lines(model: LanguageModel, tokenizer: Tokenizer, text: str, chosen: s
                                      f"{tokenizer.spec.name}: its tokens do not spell the raw text (a normalising "
                                      f"tokenizer such as WordPiece); --marginal needs a lossless one (bpe:N, "
                                      f"sp-bpe:N, sp-unigram:N, a byte-level hf: BPE)") from None
-            draw_log_p, _ = sequence_log_p(model, state, last, [ids for ids, _ in draws], segment, device, amp)
+            draw_log_p, _ = sequence_log_p(model, state, last, [ids for ids, _ in draws], segment, device, precision)
             estimates.append(estimate_line(canonical, float(log_p[0]), draws, draw_log_p))
             n_bytes += len(text_bytes(line))
         state, last = after, canonical[-1]

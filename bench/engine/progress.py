@@ -11,7 +11,7 @@ import dataclasses
 import json
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -39,6 +39,10 @@ class Progress:
     validated_step: int | None = None  # the step of the last validation (a resume does not repeat it)
     started_at: str = ""  # when the run's first attempt started
     wall_seconds: float = 0.0  # wall time of every attempt up to its last checkpoint
+    threads: int | None = None  # CPU threads of the first attempt: a resumed run uses as many (the same sums)
+    observed_dtypes: dict | None = None  # per module family, the dtypes its first step ran in (precision.DtypeWatch)
+    skipped_steps: int = 0  # updates the loss scaler skipped (float16: inf or NaN gradients)
+    warnings: list[str] = field(default_factory=list)  # e.g. a parameter family whose gradients stayed zero
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

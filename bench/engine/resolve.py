@@ -25,6 +25,9 @@ from tokenizers_study import is_pretrained
 
 
 MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a budget beyond is a typo
+# Training settings added after run ids were first published: in the run id only when set to another value than
+# their default, so that a run planned before keeps its id.
+ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,9 @@ class ResolvedRun:
         train = asdict(self.train)
         train.pop("device")
         train.pop("threads")
+        for name in ADDED_LATER:
+            if train[name] == TrainConfig.__dataclass_fields__[name].default:
+                train.pop(name)
         if train["init_from"]:  # a run folder's name carries its run id, a checkpoint's its folder's: not the location
             start = Path(train["init_from"])
             train["init_from"] = "/".join(start.parts[-2:]) if start.suffix == ".pt" else start.name
@@ -173,8 +179,10 @@ def _check_runtime(train: TrainConfig) -> None:
     """Settings that cannot act as written: too many threads for this machine, a floor for a decay that never
     happens."""
     from bench.engine.device import check_threads
+    from bench.engine.precision import check_precision
 
     check_threads(train.threads, "threads")
+    check_precision(train.precision, train.lstm_precision, train.device)
     if train.schedule == "constant" and train.min_lr_ratio > 0:
         raise BenchError(f"min_lr_ratio ({train.min_lr_ratio}) is where a linear or cosine decay ends, but schedule is "
                          f"constant; set schedule=linear or cosine, or leave min_lr_ratio out")

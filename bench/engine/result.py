@@ -10,7 +10,8 @@ these dataclasses. Layout of ``result.json`` (schema version 2)::
     tokenizer     scheme, hash, vocab_size, chars_per_token_train, lossless per split
     data          corpus, verified, splits: per split file, size, sha256, status, verified
     training      steps, epochs, tokens, chars (those the tokens seen begin), seconds, throughput, best step
-                  and its valid bits/char, FLOPs
+                  and its valid bits/char, FLOPs, CPU threads, precision {setting, ran, observed dtypes per module
+                  family, loss scale, skipped steps}, warnings
     evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window, precision}, what was scored
     metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless
     comparable, comparability_notes
@@ -25,7 +26,7 @@ import dataclasses
 import json
 import types
 import typing
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -90,6 +91,11 @@ class TrainingSummary:
     best_valid_bits_per_char_during_training: Optional[float]
     flops: Optional[float] = None  # training FLOPs: the model's per token, forward and backward, times tokens
     startup_seconds: Optional[float] = None  # from the command's start to its first training step (this attempt)
+    threads: Optional[int] = None  # CPU threads (every attempt uses the first one's)
+    # what ran: the setting, the policy's choice (bench.engine.precision), the dtypes observed at each module
+    # family's inputs, weights and outputs in the first step, the loss scaler's final scale and skipped updates
+    precision: Optional[dict[str, Any]] = None
+    warnings: list[str] = field(default_factory=list)  # e.g. a parameter family whose gradients stayed zero
 
 
 @dataclass
@@ -194,7 +200,9 @@ class RunResult:
         if self.training is not None:
             t = self.training
             row.update(steps=t.steps, train_tokens=t.tokens, train_chars=t.chars, train_flops=t.flops, epochs=t.epochs,
-                       train_seconds=t.seconds, train_chars_per_second=t.chars_per_second, best_step=t.best_step)
+                       train_seconds=t.seconds, train_chars_per_second=t.chars_per_second, best_step=t.best_step,
+                       train_precision=(t.precision or {}).get("ran"),
+                       skipped_steps=(t.precision or {}).get("skipped_steps"), training_warnings=len(t.warnings))
         row.update(eval_streams=layout.get("streams"), eval_chunk=layout.get("chunk"), eval_window=layout.get("window"),
                    eval_precision=layout.get("precision", "float32"))
         for split, metrics in self.metrics.items():

@@ -74,12 +74,20 @@ class TrainConfig:
     init_from: Optional[str] = bookkeeping(
         None, "start from these weights (a checkpoint or run folder), new optimizer")
     final_eval_splits: str = bookkeeping("valid,test", "splits scored in full at the end")
+    stop_if_not_learning: bool = bookkeeping(
+        True, "stop as not-learning a run whose validation is not 10% below its unigram floor (bench.engine.learning)")
+    not_learning_after: float = bookkeeping(0.25, "the share of the budget after which that is checked (and never "
+                                                  "before warmup ends)", FRACTION)
 
     device: str = runtime("auto", "where to run: auto, cpu, cuda, cuda:N, mps")
     threads: Optional[int] = runtime(
-        None, "CPU threads (none: $OMP_NUM_THREADS, else the free cores per run at a time)", POSITIVE)
-    precision: Literal["auto", "float32", "bfloat16"] = runtime(
-        "auto", "auto: bf16 autocast on CUDA, else float32")
+        None, "CPU threads (none: $OMP_NUM_THREADS, else the cores shared among the runs at a time)", POSITIVE)
+    precision: Literal["auto", "float32", "bfloat16", "float16"] = runtime(
+        "auto", "float16: with loss scaling; auto: float32 on a CPU, on CUDA float16 for models with LSTMs, else "
+                "bfloat16 (bench.engine.precision)")
+    lstm_precision: Literal["auto", "float32", "autocast"] = runtime(
+        "auto", "LSTMs under bf16/fp16: auto (the policy: never float16 unscaled), float32, or autocast (as PyTorch "
+                "decides: float16 on cuDNN even under bf16, unscaled)")
     compile: bool = runtime(False, "torch.compile the parts each model names (LanguageModel.compile_parts)")
 
     def __post_init__(self) -> None:

@@ -21,8 +21,9 @@ import torch
 
 from bench.data.facts import DataFacts
 from bench.engine.budget import epoch_tokens, mean_step_tokens
-from bench.engine.device import autocast, autocast_dtype, configure, describe, pick_device, use_threads
+from bench.engine.device import configure, describe, pick_device, use_threads
 from bench.engine.optim import build_optimizer
+from bench.engine.precision import Precision, plan_precision
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec, validate_spec
 from bench.engine.step import apply_gradients, build_training_model, forward_loss
@@ -59,17 +60,17 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     device = pick_device(cfg.device)
     configure(device)
     use_threads(cfg.threads)
-    amp = autocast_dtype(device, cfg.precision)
     warmup = default_warmup(resolved) if warmup is None else warmup
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
     model = build_training_model(resolved, device)
+    precision = plan_precision(cfg.precision, cfg.lstm_precision, device, model)
     tokens = torch.randint(0, facts.vocab_size, (cfg.batch_size, cfg.bptt + 1), device=device)
-    train_warmup, train_seconds = _time_training(resolved, model, tokens, device, amp, steps, warmup)
+    train_warmup, train_seconds = _time_training(resolved, model, tokens, device, precision, steps, warmup)
     train_peak = _peak_memory_gb(device)
-    eval_warmup, eval_seconds = _time_evaluation(model, tokens, device, amp, steps, warmup)
+    eval_warmup, eval_seconds = _time_evaluation(model, tokens, device, precision, steps, warmup)
     timed_tokens = steps * cfg.batch_size * cfg.bptt
     train_tps = timed_tokens / train_seconds
     train_flops_per_token = model.train_flops_per_token(cfg.bptt)
@@ -83,8 +84,7 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     return {
         "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
         "vocab_size": facts.vocab_size, "params_total": model.num_params(),
-        "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": str(amp).replace("torch.", "") if amp else
-        "float32", "compile": cfg.compile, "steps_timed": steps, "steps_warmup": warmup,
+        "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": precision.name, "compile": cfg.compile, "steps_timed": steps, "steps_warmup": warmup,
         "train_tokens_per_second": train_tps, "eval_tokens_per_second": timed_tokens / eval_seconds,
         "eval_over_train": train_seconds / eval_seconds,
         "train_flops_per_token": train_flops_per_token, "train_tflops": train_tflops,
@@ -105,24 +105,26 @@ def _peak_memory_gb(device: torch.device) -> float | None:
 
 
 def _time_training(resolved: ResolvedRun, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
-                   amp: torch.dtype | None, steps: int, warmup: int) -> tuple[float, float]:
+                   precision: Precision, steps: int, warmup: int) -> tuple[float, float]:
     """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones."""
     optimizer = build_optimizer(model.parameters(), resolved.train)
+    scaler = precision.grad_scaler(device)
     state = None
     model.train()
 
     def step() -> None:
         nonlocal state
         loss, new_state = forward_loss(model, tokens[:, :-1], tokens[:, 1:],
-                                       state if model.carries_state_in_training else None, device, amp)
-        apply_gradients(model, optimizer, loss, resolved.train.clip)
+                                       state if model.carries_state_in_training else None, device,
+                                       precision)
+        apply_gradients(model, optimizer, loss, resolved.train.clip, scaler)
         state = detach_state(new_state)
 
     return _timed(step, device, steps, warmup)
 
 
 @torch.no_grad()
-def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.device, amp: torch.dtype | None,
+def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.device, precision: Precision,
                      steps: int, warmup: int) -> tuple[float, float]:
     """Seconds of ``warmup`` untimed forward passes with carried state, then of ``steps`` timed ones."""
     model.eval()
@@ -130,7 +132,7 @@ def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.d
 
     def step() -> None:
         nonlocal state
-        with autocast(device, amp):
+        with precision.active(device):
             hidden, state = model(tokens[:, :-1], state)
             model.logits(hidden)
 

@@ -11,7 +11,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.engine.device import autocast, flatten_lstms
+from bench.engine.device import flatten_lstms
+from bench.engine.learning import ZeroGradients
+from bench.engine.precision import Precision
 from bench.engine.resolve import ResolvedRun
 from bench.models import build_model
 from bench.models.common import LanguageModel, State
@@ -28,32 +30,48 @@ def build_training_model(resolved: ResolvedRun, device: torch.device) -> Languag
 
 
 def forward_loss(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: State | None,
-                 device: torch.device, amp: torch.dtype | None) -> tuple[torch.Tensor, State]:
+                 device: torch.device, precision: Precision) -> tuple[torch.Tensor, State]:
     """Mean cross-entropy (nats per token) of predicting ``y`` from ``x``, and the state after ``x``."""
-    with autocast(device, amp):
+    with precision.active(device):
         hidden, new_state = model(x, state)
         logits = model.logits(hidden)
     loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
     return loss, new_state
 
 
-def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
-                    clip: float) -> None:
-    loss.backward()
+def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor, clip: float,
+                    scaler: torch.amp.GradScaler | None = None, zero_gradients: ZeroGradients | None = None) -> bool:
+    """Backward, clip and update; with a loss scaler (float16), the loss is scaled for the backward pass and the
+    gradients unscaled before clipping. False when the scaler skipped the update (inf or NaN gradients)."""
+    if scaler is None:
+        loss.backward()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+    if zero_gradients is not None:
+        zero_gradients.update()
     if clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    optimizer.step()
+    applied = True
+    if scaler is None:
+        optimizer.step()
+    else:
+        scale = scaler.get_scale()
+        scaler.step(optimizer)
+        scaler.update()
+        applied = scaler.get_scale() >= scale  # the scale falls exactly when a step is skipped
     optimizer.zero_grad(set_to_none=True)
+    return applied
 
 
 class TrainingStep(nn.Module):
     """``forward(x, y, state) -> (mean loss, new state)`` of a model, as one module."""
 
-    def __init__(self, model: LanguageModel, device: torch.device, amp: torch.dtype | None):
+    def __init__(self, model: LanguageModel, device: torch.device, precision: Precision):
         super().__init__()
         self.model = model
         self.device = device
-        self.amp = amp
+        self.precision = precision
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, state: State | None) -> tuple[torch.Tensor, State]:
-        return forward_loss(self.model, x, y, state, self.device, self.amp)
+        return forward_loss(self.model, x, y, state, self.device, self.precision)

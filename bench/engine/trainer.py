@@ -24,11 +24,14 @@ import torch
 
 from bench.engine import checkpoint
 from bench.engine.budget import Usage, mean_step_tokens
-from bench.engine.device import autocast_dtype, configure, pick_device
+from bench.engine.device import configure, pick_device
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import Scorer, run_layout
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
+from bench.engine.learning import (CLEARLY_BELOW, TrainingNotLearning, ZeroGradients, clearly_below,
+                                   unigram_log_probs, unigram_nll)
 from bench.engine.optim import build_optimizer, lr_factor
+from bench.engine.precision import DtypeWatch, plan_precision
 from bench.engine.progress import Progress, SignalGuard, read_log_lines
 from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, apply_gradients, build_training_model
@@ -36,7 +39,6 @@ from bench.errors import BenchError
 from bench.metrics import normalize_counts
 from bench.models.common import detach_state, select_state, state_to
 from bench.run_files import BEST, CHECKPOINT, LOG
-from tokenizers_study.text import text_counts
 
 DIVERGED_FACTOR = 2.0  # a loss this many times the uniform model's marks a diverged run
 
@@ -74,12 +76,14 @@ class Trainer:
                              f"use a multiple of {self.ranks.world}")
         self.device = pick_device(self.cfg.device, self.ranks.local_rank if self.ranks.distributed else None)
         configure(self.device)
-        self.amp = autocast_dtype(self.device, self.cfg.precision)
         seed = resolved.spec.seed
         torch.manual_seed(seed)
         random.seed(seed)
         self.jitter = np.random.default_rng(seed)  # the same segment lengths in every process
         self.model = build_training_model(resolved, self.device)
+        self.precision = plan_precision(self.cfg.precision, self.cfg.lstm_precision, self.device, self.model)
+        self.scaler = self.precision.grad_scaler(self.device)
+        self.zero_gradients = ZeroGradients(self.model, self.device)
         self.step_module = self._step_module()
         self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
         mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
@@ -88,6 +92,7 @@ class Trainer:
         self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)[mine]  # the characters they begin
         self.flops_per_token = self.model.train_flops_per_token(self.cfg.bptt)
         self._validation = None  # the validation text's ids and counts, once needed
+        self._unigram = None  # log probabilities of the unigram model of train (the floor), once needed
         self.progress = Progress()
         self.state = None
         self.log_file = out / LOG
@@ -96,7 +101,7 @@ class Trainer:
         self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
 
     def _step_module(self) -> torch.nn.Module:
-        step = TrainingStep(self.model, self.device, self.amp)
+        step = TrainingStep(self.model, self.device, self.precision)
         if not self.ranks.distributed:
             return step
         from torch.nn.parallel import DistributedDataParallel
@@ -114,9 +119,9 @@ class Trainer:
         """Validation's scorer, or with ``final`` that of the final numbers (``final_eval_streams`` if set, and
         progress shown)."""
         streams = self.cfg.final_eval_streams if final and self.cfg.final_eval_streams else self.cfg.eval_streams
-        layout = run_layout(self.model, streams, self.cfg.bptt, self.cfg.eval_chunk, self.amp)
+        layout = run_layout(self.model, streams, self.cfg.bptt, self.cfg.eval_chunk, self.precision)
         progress = self.console if final and self.show_progress else None
-        return Scorer(self.model, self.tokenizer.bos_id, layout, self.device, self.amp, self.ranks, progress)
+        return Scorer(self.model, self.tokenizer.bos_id, layout, self.device, self.precision, self.ranks, progress)
 
     def usage(self) -> Usage:
         p = self.progress
@@ -156,6 +161,8 @@ class Trainer:
         payload = self.payload("training")
         payload.update(optimizer=self.optimizer.state_dict(), progress=self.progress.to_json(), rng=rng[0],
                        carried_state=carried)
+        if self.scaler is not None:  # its scale and growth tracker: a resumed run scales as the uninterrupted one
+            payload["grad_scaler"] = self.scaler.state_dict()
         if self.ranks.distributed:
             payload["rng_by_rank"] = rng
         checkpoint.save(self.out / CHECKPOINT, payload)
@@ -174,6 +181,8 @@ class Trainer:
         try:
             checkpoint.load_weights(self.model, payload["model"], path)
             self.optimizer.load_state_dict(payload["optimizer"])
+            if self.scaler is not None:
+                self.scaler.load_state_dict(payload["grad_scaler"])
             self.progress = Progress(**payload["progress"])
             checkpoint.restore_rng(rng_by_rank[self.ranks.rank], self.jitter)
             carried = select_state(payload["carried_state"], self.ranks.share(self.cfg.batch_size))
@@ -183,11 +192,25 @@ class Trainer:
                              f"delete it to train the run from the start") from None
         self._wall_before = self.progress.wall_seconds
         self._keep_log_until(self.progress.step)
+        self._use_first_attempts_threads()
         return True
+
+    def _use_first_attempts_threads(self) -> None:
+        """Another thread count splits the sums differently: the run would not end with the uninterrupted
+        run's weights."""
+        first, now = self.progress.threads, torch.get_num_threads()
+        if first is None or first == now:
+            self.progress.threads = now
+            return
+        torch.set_num_threads(first)
+        if self.ranks.is_main:
+            print(f"resuming with {first} CPU threads, as the run's first attempt (not {now}): the same sums, "
+                  f"the same weights", file=self.console, flush=True)
 
     def start_fresh(self, initial_weights: dict | None) -> None:
         """A first attempt (or one killed before its first checkpoint): no log of an earlier attempt is kept."""
         self.progress.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.progress.threads = torch.get_num_threads()
         self._keep_log_until(-1)
         if initial_weights is not None:
             checkpoint.load_weights(self.model, initial_weights, self.cfg.init_from)
@@ -223,13 +246,17 @@ class Trainer:
             group["lr"] = lr
         self.model.train()
         state = self.state if self.model.carries_state_in_training else None
+        watch = DtypeWatch(self.model) if p.observed_dtypes is None else None  # what the first step ran in
         loss, new_state = self.step_module(x, y, state)
+        if watch is not None:
+            p.observed_dtypes = watch.close()
         chars = int(self.row_chars[:, p.pos + 1:p.pos + 1 + seq_len].sum())
         loss_value, chars = self._over_processes(loss, chars)
         if not math.isfinite(loss_value):
             raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
                                    f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
-        apply_gradients(self.model, self.optimizer, loss, cfg.clip)
+        if not apply_gradients(self.model, self.optimizer, loss, cfg.clip, self.scaler, self.zero_gradients):
+            p.skipped_steps += 1
         self.state = detach_state(new_state) if self.model.carries_state_in_training else None
         p.pos += seq_len
         p.step += 1
@@ -255,31 +282,19 @@ class Trainer:
         return (signal_name or "a signal to another process") if stops else None
 
     def validate(self) -> dict:
-        """Validation on (a prefix of) the valid split, in bits per character and per byte: the first
-        ``eval_max_chars`` characters (the same text for every tokenization), or ``eval_max_tokens`` tokens."""
-        if self.cfg.eval_max_chars is not None:
-            if self._validation is None:
-                self._validation = self.corpus.validation_text(self.cfg.eval_max_chars)
-            ids, counts = self._validation
-            result = self.scorer().score(ids)
-            return self._validation_record(result, counts)
-        ids = self.corpus.encoded.ids["valid"]
-        limit = self.cfg.eval_max_tokens
-        result = self.scorer().score(ids, max_tokens=limit)
-        if limit is None or limit >= len(ids):
-            counts = self.corpus.counts["valid"]
-        elif self.corpus.lossless.get("valid"):
-            counts = text_counts(self.tokenizer.decode(np.asarray(ids[:limit])))
-        else:  # a lossy tokenizer cannot give the prefix back: scale the split's counts
-            share = limit / len(ids)
-            counts = {k: round(v * share) for k, v in self.corpus.counts["valid"].items()}
-        return self._validation_record(result, counts)
-
-    @staticmethod
-    def _validation_record(result, counts: dict[str, int]) -> dict:
+        """Validation in bits per character and per byte, and the unigram floor of the same text."""
+        if self._validation is None:
+            self._validation = self.corpus.validation_text(self.cfg.eval_max_chars, self.cfg.eval_max_tokens)
+        ids, counts = self._validation
+        result = self.scorer().score(ids)
+        if self._unigram is None:
+            self._unigram = unigram_log_probs(self.corpus.encoded.ids["train"], self.tokenizer.vocab_size,
+                                              self.tokenizer.bos_id)
         metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
+        floor = normalize_counts(unigram_nll(self._unigram, ids), len(ids), **counts)
         return {"valid_bits_per_char": metrics["bits_per_char"], "valid_bits_per_byte": metrics["bits_per_byte"],
-                "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"]}
+                "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"],
+                "valid_floor_bits_per_char": floor["bits_per_char"]}
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -307,6 +322,7 @@ class Trainer:
                 train_bpb = loss / math.log(2) / bytes_per_token
                 if p.step % cfg.log_every == 0:
                     self._log_training(window_loss / window_steps, bytes_per_token, chars_per_s)
+                    self._warn_of_zero_gradients()
                     window_loss, window_steps = 0.0, 0
                 if cfg.eval_every and p.step % cfg.eval_every == 0:
                     valid_text = self._validate_and_keep_best()
@@ -330,10 +346,20 @@ class Trainer:
 
     def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> None:
         p = self.progress
-        self.log({"step": p.step, "epoch": p.epoch, "tokens": p.tokens, "train_chars": p.chars,
+        record = {"step": p.step, "epoch": p.epoch, "tokens": p.tokens, "train_chars": p.chars,
                   "train_flops": p.tokens * self.flops_per_token, "lr": self._last_lr, "train_loss": mean_loss,
                   "train_bits_per_byte": mean_loss / math.log(2) / bytes_per_token,
-                  "chars_per_second": chars_per_s, "seconds": p.seconds})
+                  "chars_per_second": chars_per_s, "seconds": p.seconds}
+        if self.scaler is not None:
+            record.update(loss_scale=self.scaler.get_scale(), skipped_steps=p.skipped_steps)
+        self.log(record)
+
+    def _warn_of_zero_gradients(self) -> None:
+        for line in self.zero_gradients.new_warnings(self.progress.step):
+            self.progress.warnings.append(line)
+            self.log({"step": self.progress.step, "warning": line})
+            if self.ranks.is_main:
+                print(f"warning: {line}", file=self.console, flush=True)
 
     def check_not_diverged(self, mean_nll: dict[str, float]) -> None:
         """A loss (nats per token) beyond twice the uniform model's, log V, is a diverged model, not a result."""
@@ -344,12 +370,27 @@ class Trainer:
                                        f"beyond {DIVERGED_FACTOR:g}x the uniform model's {limit / DIVERGED_FACTOR:.4g}:"
                                        f" the model diverged; try a lower lr or stronger clipping")
 
+    def check_learning(self, metrics: dict) -> None:
+        """Once ``not_learning_after`` of the budget is spent and warmup is over, validation must be clearly below
+        its unigram floor (bench.engine.learning)."""
+        used = self.budget.fraction_used(self.usage())
+        if (not self.cfg.stop_if_not_learning or used < self.cfg.not_learning_after
+                or self.progress.step <= self.cfg.warmup_steps):
+            return
+        bpc, floor = metrics["valid_bits_per_char"], metrics["valid_floor_bits_per_char"]
+        if not clearly_below(bpc, floor):
+            raise TrainingNotLearning(
+                f"not learning: validation is {bpc:.4f} bits/char at step {self.progress.step} ({used:.0%} of the "
+                f"budget), not {CLEARLY_BELOW:.0%} below the unigram floor of {floor:.4f}; lower lr or change the "
+                f"recipe (stop_if_not_learning=false trains on regardless)")
+
     def _validate_and_keep_best(self) -> str:
         p = self.progress
         metrics = self.validate()
         self.check_not_diverged({"validation": metrics["valid_loss"]})
         bpc = metrics["valid_bits_per_char"]
         self.log({"step": p.step, "train_chars": p.chars, "train_flops": p.tokens * self.flops_per_token, **metrics})
+        self.check_learning(metrics)
         p.validated_step = p.step
         if p.best_valid_bpc is None or bpc < p.best_valid_bpc:
             p.best_valid_bpc, p.best_step = bpc, p.step

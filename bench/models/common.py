@@ -9,6 +9,8 @@ Transformer's window of previous tokens. ``None`` means "start of a document".
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from typing import Any, ClassVar
 
 import torch
@@ -127,13 +129,31 @@ def state_to(state: State, device: torch.device | str) -> State:
     return type(state)(state_to(s, device) for s in state)
 
 
+# Set by the precision policy (bench.engine.precision): LSTMs leave autocast and run in float32.
+_LSTMS_IN_FLOAT32: contextvars.ContextVar[bool] = contextvars.ContextVar("lstms_in_float32", default=False)
+
+
+@contextlib.contextmanager
+def lstms_in_float32(enabled: bool):
+    token = _LSTMS_IN_FLOAT32.set(enabled)
+    try:
+        yield
+    finally:
+        _LSTMS_IN_FLOAT32.reset(token)
+
+
 def run_lstm(lstm: nn.LSTM, x: torch.Tensor, state, **weights) -> tuple[torch.Tensor, tuple]:
     """Run a batch-first ``nn.LSTM`` with a batch-first state ``(h, c)`` of shape [B, layers, H].
 
     ``nn.LSTM`` keeps its state as [layers, B, H] even with ``batch_first``; states
     here are batch-first everywhere so that checkpoints and row selection treat
     every tensor alike. ``weights`` replace parameters for this call (weight drop).
+    Inside :func:`lstms_in_float32` the LSTM runs in float32 outside autocast.
     """
+    if _LSTMS_IN_FLOAT32.get() and torch.is_autocast_enabled(x.device.type):
+        with torch.autocast(x.device.type, enabled=False):
+            state = None if state is None else tuple(s.float() for s in state)
+            return run_lstm(lstm, x.float(), state, **{k: w.float() for k, w in weights.items()})
     if state is not None:
         state = tuple(s.transpose(0, 1).contiguous() for s in state)
     if weights:

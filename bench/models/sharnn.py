@@ -116,6 +116,10 @@ class Boom(nn.Module):
 
 
 class SingleHeadAttention(nn.Module):
+    # "auto": two matrix products on CUDA above width 256 (see _matmul_attention), else PyTorch's fused kernel;
+    # "sdpa" or "matmul" force one (the GPU runbook's diagnose stage compares them)
+    kernel: str = "auto"
+
     def __init__(self, emsize: int, dropout: float):
         super().__init__()
         self.query = nn.Linear(emsize, emsize)
@@ -139,7 +143,7 @@ class SingleHeadAttention(nn.Module):
         k = torch.sigmoid(self.key_gate) * keys_values
         v = self.value_gate_vector() * keys_values
         q, v = F.dropout(q, p, self.training), F.dropout(v, p, self.training)
-        if h.is_cuda and self.emsize > 256:
+        if self.kernel == "matmul" or (self.kernel == "auto" and h.is_cuda and self.emsize > 256):
             return self._matmul_attention(q, k, v, mask, p)
         out = F.scaled_dot_product_attention(
             q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), attn_mask=mask, dropout_p=p,

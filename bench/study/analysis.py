@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.engine.learning import unigram_log_probs, unigram_nll
 from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
@@ -109,13 +110,8 @@ def unigram_floor(run: FinishedRun) -> dict:
 
     Every trained model should clearly beat it; it is the cost of the tokens' frequencies alone.
     """
-    tokenizer = run.tokenizer
-    train_ids, test_ids = run.ids("train"), run.ids("test")
-    vocab = tokenizer.vocab_size
-    counts = np.bincount(train_ids.astype(np.int64), minlength=vocab).astype(np.float64) + 1.0
-    counts[tokenizer.bos_id] = 0.0  # <bos> is never predicted
-    log_p = np.log(counts / counts.sum(), where=counts > 0, out=np.full(vocab, -np.inf))
-    total = float(-log_p[test_ids.astype(np.int64)].sum())
+    tokenizer, test_ids = run.tokenizer, run.ids("test")
+    total = unigram_nll(unigram_log_probs(run.ids("train"), tokenizer.vocab_size, tokenizer.bos_id), test_ids)
     test_text = run.split_data("test").read_text()
     return normalize_counts(total, len(test_ids), **text_counts(test_text))
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.run_files import RESULT
+from bench.study.run_status import RunStatus
 from bench.study.report_tables import interval_text
 from bench.study.uncertainty import compare, holm
 
@@ -122,6 +123,11 @@ def compare_results(a: Path, b: Path) -> Compared:
     columns = list(rows[0])
     notes = [f"A: {a}; B: {b}. Seed means of test bits per byte; A - B with one Welch t over seeds (its interval "
              "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
+    for side, table in zip("AB", tables):
+        stuck = table.rows[table.rows["status"] == RunStatus.NOT_LEARNING.value]
+        if not stuck.empty:  # stopped at their unigram floor: not results, and not in the seed means above
+            notes.append(f"NOT LEARNING, left out: {side} has {len(stuck)} run(s) stopped at their unigram floor ("
+                         f"{', '.join(sorted(stuck['run_dir'].astype(str)))})")
     return Compared(rows, columns, notes)
 
 

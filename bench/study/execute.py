@@ -44,7 +44,7 @@ class MatrixOutcome:
 @dataclass(frozen=True)
 class Execution:
     """How ``bench run-matrix`` runs what a plan has not done: here (``jobs`` processes of ``threads`` CPU threads
-    each; by default the free cores shared among them) or as cluster jobs (``cluster``)."""
+    each; by default the cores shared among them) or as cluster jobs (``cluster``)."""
 
     jobs: int = 1
     threads: int | None = None
@@ -157,7 +157,7 @@ def _should_run(run: PlannedRun | PretrainedRun, retry_failed: bool) -> bool:
 
 
 def _cpu_threads(jobs: int, threads: int | None) -> int | None:
-    """Torch threads per run on CPU (none on GPUs unless asked): ``threads``, or the free cores per run; a
+    """Torch threads per run on CPU (none on GPUs unless asked): ``threads``, or the cores shared among the runs; a
     warning when the runs at a time ask for more threads than the machine has cores."""
     from bench.engine.device import available_cores, default_threads
 

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from bench.engine.learning import clearly_below
 from bench.study.analysis import FinishedRun
 from bench.study.convergence import last_doubling, trend_cell
 from bench.study.figures import tokenizer_order
@@ -47,7 +48,8 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str
         if floor is not None:
             row["unigram floor bits/char"] = round(floor["bits_per_char"], 4)
             gain = 1 - row["_test_bits_per_char"] / floor["bits_per_char"]
-            row["below floor"] = f"{100 * gain:.0f}%" + ("" if gain >= 0.1 else " (NOT clearly below)")
+            clear = clearly_below(row["_test_bits_per_char"], floor["bits_per_char"])
+            row["below floor"] = f"{100 * gain:.0f}%" + ("" if clear else " (NOT clearly below)")
         row["flags"] = "".join(sorted(set("".join(group["flags"]))))
         rows.append(row)
     return rows

@@ -32,6 +32,7 @@ class RunStatus(StrEnum):
     DONE = DONE
     FAILED = "failed"
     DIVERGED = "diverged"
+    NOT_LEARNING = "not-learning"  # stopped: validation not clearly below its unigram floor (bench.engine.learning)
     OOM = "oom"
     NO_DATA = "no data"
     RUNNING = "running"  # another process holds the run's lock
@@ -43,7 +44,7 @@ class RunStatus(StrEnum):
 
     @property
     def failed(self) -> bool:
-        return self in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.OOM)
+        return self in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.NOT_LEARNING, RunStatus.OOM)
 
 
 @dataclass

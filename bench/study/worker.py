@@ -59,10 +59,9 @@ def _note_interrupt(signum, frame) -> None:
 def run_chain(runs: list[ResolvedRun | dict], settings: WorkerSettings) -> list[Attempt]:
     """Execute runs one after another (a cell's phases); stop at the first that does not finish. A run's
     configuration comes as it is (in this process) or as JSON (from another), checked against its run id."""
-    if settings.threads:
-        from bench.engine.device import use_threads
+    from bench.engine.device import use_threads
 
-        use_threads(settings.threads)
+    use_threads(settings.threads)  # never torch's own default, which another process may choose differently
     records = []
     for resolved in runs:
         if _ORPHANED.is_set():  # the matrix that sent this work is gone: start nothing new
@@ -118,10 +117,13 @@ def _attempt(resolved, run_dir: Path, settings: WorkerSettings, main: bool = Tru
 
 
 def _classify(exc: BaseException) -> RunStatus:
+    from bench.engine.learning import TrainingNotLearning
     from bench.engine.trainer import TrainingDiverged
 
     if isinstance(exc, TrainingDiverged):
         return RunStatus.DIVERGED
+    if isinstance(exc, TrainingNotLearning):
+        return RunStatus.NOT_LEARNING
     if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
         return RunStatus.OOM
     return RunStatus.FAILED

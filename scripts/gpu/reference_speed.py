@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.engine.device import autocast, configure, flatten_lstms, pick_device  # noqa: E402
+from bench.engine.device import configure, flatten_lstms, pick_device  # noqa: E402
 from bench.engine.optim import Lamb  # noqa: E402
 from bench.models.common import detach_state  # noqa: E402
 from bench.models.sharnn import SHARNN, SHARNNConfig  # noqa: E402
@@ -93,7 +93,7 @@ def timed_steps(runner, optimizer, tokens, steps: int, device, amp) -> float:
         torch.cuda.synchronize(device)
     start = time.perf_counter()
     for _ in range(steps):
-        with autocast(device, amp):
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
             loss = runner.loss(tokens[:, :-1], tokens[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(runner.model.parameters(), 0.25)

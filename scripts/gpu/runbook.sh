@@ -3,6 +3,8 @@
 # (at most 8 files per stage: what comes back from a lent machine). Rerun any stage on its own.
 #
 #   scripts/gpu/runbook.sh prove  OUT   # nvidia-smi, versions, bf16 matmul peak, CUDA tests, the whole suite
+#   scripts/gpu/runbook.sh diagnose OUT # the study's SHA-RNN cell for about a minute under each precision and
+#                                       # attention kernel: its loss, whether it left the unigram floor, chars/s
 #   scripts/gpu/runbook.sh speed  OUT   # bench speed at paper and small presets, batch sweep, reference side by side
 #   scripts/gpu/runbook.sh study  OUT   # configs/gpu-wikitext2.toml (resumes where it stopped), then its report
 #
@@ -10,9 +12,10 @@
 # MIRROR: folder with wikitext-2/ (default .gpu/mirror, a copy of ../shared/data that travels to the GPU).
 # REFERENCE: folder with Smerity/sha-rnn's model.py for the side-by-side (default .gpu/sha-rnn).
 # STUDY_SECONDS: stop starting new study runs after this long (default 480); the next call resumes.
+# DIAGNOSE_MINUTES: training minutes per diagnose variant (default 0.9); CELLS: where their runs go (default OUT.cells).
 set -euo pipefail
-STAGE=${1:?usage: runbook.sh prove|speed|study OUT}
-OUT=${2:?usage: runbook.sh prove|speed|study OUT}
+STAGE=${1:?usage: runbook.sh prove|diagnose|speed|study OUT}
+OUT=${2:?usage: runbook.sh prove|diagnose|speed|study OUT}
 PY=${PYTHON:-python3}
 TINY=${TINY:-0}
 MIRROR=${MIRROR:-.gpu/mirror}
@@ -85,7 +88,7 @@ speed() {
   cat "$OUT/speed.md"
 }
 
-study() {
+fetch_wikitext2() {
   if [ ! -f "${BENCH_DATA_DIR:-data}/wikitext-2/wiki.test.tokens" ]; then
     local fetch=(--mirror "$MIRROR")
     if [ ! -f "$MIRROR/wikitext-2/wiki.train.tokens" ]; then
@@ -93,6 +96,26 @@ study() {
     fi
     bench data fetch wikitext-2 "${fetch[@]}"
   fi
+}
+
+# Each variant of scripts/sharnn_plateau.py for about a minute; the table of what each did comes back.
+diagnose() {
+  fetch_wikitext2
+  local cells=${CELLS:-$OUT.cells} budget=(--minutes "${DIAGNOSE_MINUTES:-0.9}")
+  local variants=(float32 bf16-fp32-lstm float16-scaled gpu-as-before as-before-sdpa)
+  [ "$TINY" = 1 ] && budget=(--steps 10 --tiny)
+  : > "$OUT/diagnose.log"
+  for variant in "${variants[@]}"; do
+    echo "== $variant" >> "$OUT/diagnose.log"
+    "$PY" scripts/sharnn_plateau.py --out "$cells" run "$variant" "${budget[@]}" >> "$OUT/diagnose.log" 2>&1 \
+      || echo "$variant: failed (see diagnose.log)" | tee -a "$OUT/diagnose.log"
+  done
+  "$PY" scripts/sharnn_plateau.py --out "$cells" table > "$OUT/diagnose.md"
+  cat "$OUT/diagnose.md"
+}
+
+study() {
+  fetch_wikitext2
   local config="$CONFIG"
   if [ "$TINY" = 1 ]; then  # the plan only: the CPU cannot train these sizes in a test
     bench run-matrix "$config" --results "$RESULTS" --dry-run | tee "$OUT/study.log"
@@ -112,7 +135,8 @@ study() {
 
 case "$STAGE" in
   prove) prove ;;
+  diagnose) diagnose ;;
   speed) speed ;;
   study) study ;;
-  *) echo "error: unknown stage $STAGE; stages: prove, speed, study" >&2; exit 2 ;;
+  *) echo "error: unknown stage $STAGE; stages: prove, diagnose, speed, study" >&2; exit 2 ;;
 esac

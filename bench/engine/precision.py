@@ -1,0 +1,148 @@
+"""The precision policy: what arithmetic each part of a model actually runs in, decided once per run and device.
+
+The ``precision`` setting asks for a mode; :func:`plan_precision` decides what runs:
+
+==========  =========================================  ==================================================
+setting     on a CPU                                   on CUDA
+==========  =========================================  ==================================================
+float32     float32                                    float32 (TF32 matrix products)
+bfloat16    bf16 autocast; LSTMs in bf16 where this    bf16 autocast; LSTMs in float32 (TF32)
+            CPU's oneDNN runs them, else float32
+float16     fp16 autocast and a loss scaler; LSTMs in  fp16 autocast and a loss scaler; cuDNN's float16
+            fp16 where this CPU runs them, else fp32   LSTMs (the reference's apex O1 recipe)
+auto        float32                                    float16 for a model with LSTMs, else bfloat16
+==========  =========================================  ==================================================
+
+Why LSTMs are treated apart: PyTorch's autocast wrapper of cuDNN's RNNs casts them to float16 whatever dtype
+autocast was given, so under bf16 autocast an LSTM would run in float16 without the loss scaling float16 needs;
+and oneDNN runs bf16 or fp16 LSTMs only on CPUs with the instructions for them (AVX-512 BF16, AVX-512 FP16), a
+traceback elsewhere. ``lstm_precision=autocast`` lets autocast decide anyway (to reproduce a run made so);
+``float32`` runs LSTMs in float32 under any mode. What ran is observed, not assumed: :class:`DtypeWatch` records
+the dtypes at each module family's inputs, weights and outputs during a step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from bench.errors import BenchError
+from bench.models.common import lstms_in_float32
+
+DTYPES = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What a run runs in: ``autocast`` (None: float32), whether LSTMs leave it for float32, loss scaling."""
+
+    setting: str  # as asked: auto, float32, bfloat16, float16
+    autocast: torch.dtype | None
+    lstm_float32: bool
+    loss_scaling: bool
+
+    @property
+    def name(self) -> str:
+        """As results and evaluation layouts record it, e.g. "bfloat16 autocast, LSTMs float32"."""
+        if self.autocast is None:
+            return "float32"
+        text = f"{str(self.autocast).replace('torch.', '')} autocast"
+        text += ", LSTMs float32" if self.lstm_float32 else ""
+        return text + (", loss scaling" if self.loss_scaling else "")
+
+    @contextlib.contextmanager
+    def active(self, device: torch.device):
+        """Autocast as planned, with the LSTMs' own rule."""
+        if self.autocast is None:
+            yield
+            return
+        with lstms_in_float32(self.lstm_float32), torch.autocast(device_type=device.type, dtype=self.autocast):
+            yield
+
+    def grad_scaler(self, device: torch.device) -> torch.amp.GradScaler | None:
+        return torch.amp.GradScaler(device.type) if self.loss_scaling else None
+
+
+FLOAT32 = Precision("float32", None, False, False)
+
+
+def has_lstm(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.LSTM) for m in model.modules())
+
+
+def plan_precision(setting: str, lstm_setting: str, device: torch.device, model: nn.Module) -> Precision:
+    """The precision a run on ``device`` runs in (see the module's table); refuses what cannot run here."""
+    if setting == "auto":
+        setting = "float32" if device.type != "cuda" else ("float16" if has_lstm(model) else "bfloat16")
+    dtype = DTYPES[setting]
+    if dtype is None:
+        return Precision(setting, None, False, False)
+    native = (device.type == "cuda" and dtype == torch.float16) or (device.type == "cpu" and cpu_lstm_runs_in(dtype))
+    if lstm_setting == "autocast" and has_lstm(model) and device.type == "cpu" and not native:
+        raise BenchError(f"this CPU cannot run LSTMs in {setting} (oneDNN needs AVX-512 "
+                         f"{'BF16' if dtype == torch.bfloat16 else 'FP16'}); set lstm_precision=auto (float32 LSTMs)")
+    lstm_float32 = has_lstm(model) and (lstm_setting == "float32" or (lstm_setting == "auto" and not native))
+    return Precision(setting, dtype, lstm_float32, dtype == torch.float16)
+
+
+def check_precision(setting: str, lstm_setting: str, device_name: str) -> None:
+    """At resolution (before any folder is made): refuse a precision this machine cannot run, where the device is
+    this machine's CPU."""
+    from bench.engine.device import pick_device
+
+    if lstm_setting != "autocast" or setting in ("auto", "float32"):
+        return
+    try:
+        device = pick_device(device_name)
+    except BenchError:
+        return  # another machine's device: checked where the run executes
+    plan_precision(setting, lstm_setting, device, nn.LSTM(1, 1))
+
+
+@functools.cache
+def cpu_lstm_runs_in(dtype: torch.dtype) -> bool:
+    """Whether this CPU runs an LSTM under autocast to ``dtype``, forward and backward (tried once, on a tiny one:
+    oneDNN refuses at run time where the instructions are missing)."""
+    lstm = nn.LSTM(8, 8, batch_first=True)
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            out, _ = lstm(x)
+        out.float().sum().backward()
+    except RuntimeError:
+        return False
+    return True
+
+
+class DtypeWatch:
+    """Records, per module family (the class of each module that holds parameters), the dtypes seen at its inputs,
+    weights and outputs while active: what actually ran, not what was planned."""
+
+    def __init__(self, model: nn.Module):
+        self.seen: dict[str, dict[str, set[str]]] = {}
+        self._handles = [module.register_forward_hook(self._record) for module in model.modules()
+                         if module is not model and any(True for _ in module.parameters(recurse=False))]
+
+    def _record(self, module: nn.Module, inputs, output) -> None:
+        family = self.seen.setdefault(type(module).__name__, {"inputs": set(), "weights": set(), "outputs": set()})
+        family["inputs"].update(_dtypes(inputs))
+        family["weights"].update(str(p.dtype).replace("torch.", "") for p in module.parameters(recurse=False))
+        family["outputs"].update(_dtypes(output))
+
+    def close(self) -> dict[str, dict[str, list[str]]]:
+        for handle in self._handles:
+            handle.remove()
+        return {family: {k: sorted(v) for k, v in kinds.items()} for family, kinds in sorted(self.seen.items())}
+
+
+def _dtypes(value) -> set[str]:
+    """The floating dtypes of the tensors in a (nested) module input or output."""
+    if isinstance(value, torch.Tensor):
+        return {str(value.dtype).replace("torch.", "")} if value.is_floating_point() else set()
+    if isinstance(value, (tuple, list)):
+        return set().union(*(_dtypes(v) for v in value)) if value else set()
+    return set()

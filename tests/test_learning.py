@@ -1,0 +1,123 @@
+"""A run that does not learn says so and stops (bench.engine.learning): at its unigram floor after a share of
+its budget, it ends not-learning, in a matrix and its report too; gradients that stay zero are a warning."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.engine import learning
+from bench.engine.learning import TrainingNotLearning, clearly_below, unigram_log_probs, unigram_nll
+from bench.engine.run import train
+from bench.engine.spec import RunSpec
+from bench.study.execute import Execution, run_matrix
+
+SETTINGS = {"emsize": 16, "nhid": 32, "bptt": 16, "batch_size": 4, "max_steps": 40, "warmup_steps": 4,
+            "eval_every": 8, "checkpoint_every": 8, "eval_streams": 4, "log_every": 2, "eval_max_tokens": 400,
+            "final_eval_splits": "test"}
+STUCK = {"lr": 1e-12}  # nothing moves: the model stays where it started, far from anything learned
+# a model that passes its floor early: 3.27 bits/char against a floor of 3.97 at step 40 (33% of its budget)
+LEARNS = {"emsize": 64, "nhid": 128, "bptt": 32, "batch_size": 16, "lr": 5e-3, "max_steps": 120, "eval_every": 20}
+
+MATRIX = """
+[matrix]
+name = "stuck"
+[axes]
+model = ["lstm"]
+tokenizer = ["byte"]
+dataset = ["toy"]
+seed = [0]
+[budget]
+chars = 4_000
+[context]
+chars = 16
+[shared]
+preset = "tiny"
+batch_size = 4
+warmup_steps = 4
+eval_every = 8
+eval_max_tokens = 300
+eval_streams = 4
+checkpoint_every = 1000
+emsize = 16
+nhid = 16
+"""
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, make_toy_corpus):
+    return make_toy_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def spec(data_dir, out, **overrides):
+    return RunSpec(model="lstm", preset="tiny", tokenizer="byte", dataset="toy", seed=2,
+                   overrides={**SETTINGS, **overrides}, data_dir=str(data_dir), out_dir=str(out))
+
+
+def test_a_run_that_cannot_learn_stops_naming_its_floor_value_and_share_of_budget(data_dir, tmp_path):
+    with pytest.raises(TrainingNotLearning) as stopped:
+        train(spec(data_dir, tmp_path / "run", **STUCK), show_progress=False)
+    message = str(stopped.value)
+    assert "not learning: validation is" in message and "unigram floor of" in message
+    assert "at step 16 (40% of the budget)" in message  # the first validation past a quarter (and warmup)
+    assert not (tmp_path / "run" / "result.json").exists()
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    validations = [r for r in log if "valid_floor_bits_per_char" in r]
+    assert validations and validations[-1]["step"] == 16
+    assert not clearly_below(validations[-1]["valid_bits_per_char"], validations[-1]["valid_floor_bits_per_char"])
+
+
+def test_the_stop_can_be_turned_off_and_a_run_that_learns_is_not_stopped(data_dir, tmp_path):
+    stuck = train(spec(data_dir, tmp_path / "stuck", stop_if_not_learning=False, **STUCK), show_progress=False)
+    assert stuck.status == "done" and stuck.training.steps == 40
+    learns = train(spec(data_dir, tmp_path / "learns", **LEARNS), show_progress=False)
+    assert learns.status == "done" and learns.training.steps == 120
+
+
+@pytest.mark.parametrize("waits_for", [{"not_learning_after": 0.9}, {"warmup_steps": 20}])
+def test_the_check_waits_for_its_share_of_the_budget_and_the_end_of_warmup(data_dir, tmp_path, waits_for):
+    with pytest.raises(TrainingNotLearning, match=r"at step 24 \(100% of the budget\)"):  # not at 8 or 16
+        train(spec(data_dir, tmp_path / "late", max_steps=24, **waits_for, **STUCK), show_progress=False)
+
+
+def test_gradients_that_stay_zero_are_a_warning_in_the_log_and_the_result(data_dir, tmp_path, monkeypatch, capsys):
+    import bench.models.lstm as lstm_module
+
+    original = lstm_module.run_lstm
+    monkeypatch.setattr(lstm_module, "run_lstm", lambda lstm, x, state, **w: (
+        lambda out, new: (out * 0.0, new))(*original(lstm, x, state, **w)))  # the LSTMs' output multiplied by 0
+    monkeypatch.setattr(learning, "ZERO_GRADIENT_STEPS", 10)
+    result = train(spec(data_dir, tmp_path / "run", stop_if_not_learning=False, max_steps=16), show_progress=False)
+    # the LSTMs, and the embedding (tied with the softmax, which now sees only zeros), not the output bias
+    assert [w.split(" were")[0] for w in result.training.warnings] == ["the gradients of every Embedding",
+                                                                       "the gradients of every LSTM"]
+    assert "exactly zero for the 10 steps up to step 10" in result.training.warnings[1]
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "warning" in r] == [10, 10]
+    assert "warning: the gradients of every LSTM" in capsys.readouterr().err
+    monkeypatch.setattr(lstm_module, "run_lstm", original)
+    healthy = train(spec(data_dir, tmp_path / "healthy", lr=1e-2, max_steps=16, stop_if_not_learning=False),
+                    show_progress=False)
+    assert healthy.training.warnings == []
+
+
+def test_a_not_learning_run_is_labelled_in_the_matrix_and_its_report_and_never_drawn(data_dir, tmp_path, cli_here):
+    import pandas as pd
+
+    config = tmp_path / "stuck.toml"
+    config.write_text(MATRIX.replace('[shared]', '[shared]\nlr = 1e-12'))
+    outcome = run_matrix(config, tmp_path / "results", data_dir=data_dir, execution=Execution(show_progress=False))
+    assert outcome.counts == {"not-learning": 1}
+    table = pd.read_csv(tmp_path / "results" / "runs.csv")
+    assert list(table["status"]) == ["not-learning"] and "unigram floor" in table["error"][0]
+    refused = cli_here("report", str(tmp_path / "results"), "--out", str(tmp_path / "report"))
+    assert refused.returncode != 0 and "no run has finished (1 not-learning" in refused.stderr
+
+
+def test_the_floor_the_trainer_checks_is_the_reports_unigram_model():
+    train_ids = np.array([1, 2, 2, 3, 3, 3])
+    log_p = unigram_log_probs(train_ids, vocab_size=5, bos_id=0)
+    assert log_p[0] == -np.inf and np.isclose(np.exp(log_p[1:]).sum(), 1.0)
+    assert np.isclose(np.exp(log_p[3]), 4 / 10)  # add-one: (3 + 1) / (6 + 4)
+    assert np.isclose(unigram_nll(log_p, np.array([3, 4])), -np.log(0.4) - np.log(0.1))
+    assert clearly_below(0.9, 1.0) and not clearly_below(0.91, 1.0)

@@ -1,0 +1,175 @@
+"""The precision policy (bench.engine.precision): what runs where, on any CPU; float16 with a loss scaler; what
+ran is recorded from what was observed; threads that do not depend on the load."""
+
+import dataclasses
+import json
+import os
+
+import pytest
+import torch
+
+from bench.engine import precision as policy
+from bench.engine.precision import DtypeWatch, plan_precision
+from bench.engine.run import train
+from bench.engine.spec import RunSpec
+from bench.errors import BenchError
+from bench.models.lstm import LSTMConfig, LSTMLM
+from bench.models.transformer import TransformerConfig, TransformerLM
+
+SMALL = {"emsize": 16, "nhid": 32, "bptt": 16, "batch_size": 4, "max_steps": 8, "eval_every": 4,
+         "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 300,
+         "final_eval_splits": "test"}
+CPU, CUDA = torch.device("cpu"), torch.device("cuda")  # planning looks at the device's type only
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, make_toy_corpus):
+    return make_toy_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def spec(data_dir, out, model="lstm", **overrides):
+    return RunSpec(model=model, preset="tiny", tokenizer="byte", dataset="toy", seed=5,
+                   overrides={**SMALL, **overrides}, data_dir=str(data_dir), out_dir=str(out))
+
+
+@pytest.fixture
+def cpu_without_low_precision_lstms(monkeypatch):
+    """A CPU whose oneDNN has no bf16 or fp16 LSTM (AVX2 only), whatever this one has."""
+    monkeypatch.setattr(policy, "cpu_lstm_runs_in", lambda dtype: False)
+
+
+def lstm_model():
+    return LSTMLM(LSTMConfig(vocab_size=32, emsize=8, nhid=8, nlayers=1))
+
+
+def test_the_policy_decides_per_device_and_model_family(cpu_without_low_precision_lstms):
+    transformer = TransformerLM(TransformerConfig(vocab_size=32, d_model=8, nlayers=1, nheads=2, context=8))
+    assert plan_precision("auto", "auto", CPU, lstm_model()).name == "float32"
+    assert plan_precision("auto", "auto", CUDA, lstm_model()).name == "float16 autocast, loss scaling"
+    assert plan_precision("auto", "auto", CUDA, transformer).name == "bfloat16 autocast"
+    # bf16 on CUDA: LSTMs leave autocast (cuDNN's wrapper would run them in float16 without scaling)
+    assert plan_precision("bfloat16", "auto", CUDA, lstm_model()).lstm_float32
+    assert plan_precision("bfloat16", "auto", CPU, lstm_model()).lstm_float32  # no bf16 LSTM on this CPU
+    assert plan_precision("float16", "auto", CPU, lstm_model()).name == "float16 autocast, LSTMs float32, loss scaling"
+    assert not plan_precision("bfloat16", "autocast", CUDA, lstm_model()).lstm_float32  # to reproduce a run made so
+    with pytest.raises(BenchError, match="cannot run LSTMs in bfloat16.*lstm_precision=auto"):
+        plan_precision("bfloat16", "autocast", CPU, lstm_model())
+
+
+def test_a_cpu_that_runs_bf16_lstms_runs_them_in_bf16(monkeypatch):
+    monkeypatch.setattr(policy, "cpu_lstm_runs_in", lambda dtype: dtype == torch.bfloat16)
+    assert not plan_precision("bfloat16", "auto", CPU, lstm_model()).lstm_float32
+    assert plan_precision("bfloat16", "float32", CPU, lstm_model()).lstm_float32
+
+
+def test_an_lstm_under_the_policy_runs_in_float32_and_the_watch_sees_it(cpu_without_low_precision_lstms):
+    model = lstm_model()
+    plan = plan_precision("bfloat16", "auto", CPU, model)
+    watch = DtypeWatch(model)
+    with plan.active(CPU):
+        hidden, _ = model(torch.randint(0, 32, (2, 5)))
+        logits = model.logits(hidden)
+    seen = watch.close()
+    assert seen["LSTM"]["outputs"] == ["float32"] and seen["LSTM"]["inputs"] == ["float32"]
+    assert logits.dtype == torch.bfloat16  # the rest under autocast
+    watch = DtypeWatch(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # no policy: what autocast alone would do
+        model.logits(model(torch.randint(0, 32, (2, 5)))[0])
+    assert watch.close()["Embedding"]["weights"] == ["float32"]
+
+
+def test_a_bfloat16_lstm_setting_this_cpu_cannot_run_is_refused_before_any_folder(
+        data_dir, tmp_path, cpu_without_low_precision_lstms):
+    with pytest.raises(BenchError, match="cannot run LSTMs in bfloat16"):
+        train(spec(data_dir, tmp_path / "run", precision="bfloat16", lstm_precision="autocast"), show_progress=False)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("setting", ["float32", "bfloat16", "float16"])
+def test_a_tiny_run_trains_under_each_precision_and_its_result_names_what_ran(
+        data_dir, tmp_path, setting, cpu_without_low_precision_lstms):
+    result = train(spec(data_dir, tmp_path / setting, "sha-rnn", precision=setting), show_progress=False)
+    ran = result.training.precision
+    assert result.status == "done" and result.training.steps == 8 and ran["setting"] == setting
+    assert result.metrics["test"].bits_per_byte < 8.0  # below the uniform model's 8 bits per byte
+    assert ran["observed"]["LSTM"]["outputs"] == ["float32"]  # never a low-precision LSTM this CPU cannot run
+    expected = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}[setting]
+    assert expected in ran["observed"]["Linear"]["outputs"] or setting == "float32"
+    assert (ran["loss_scale"] is not None) == (setting == "float16") and ran["skipped_steps"] == 0
+    assert result.evaluation.layout["precision"] == ran["ran"]
+    assert result.training.threads == torch.get_num_threads() == result.provenance.device["threads"]
+
+
+def test_float16_skips_the_updates_whose_gradients_overflow_and_counts_them(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(policy.Precision, "grad_scaler",
+                        lambda self, device: torch.amp.GradScaler(device.type, init_scale=2.0 ** 120))
+    result = train(spec(data_dir, tmp_path / "run", precision="float16"), show_progress=False)
+    ran = result.training.precision
+    assert ran["skipped_steps"] >= 1 and ran["loss_scale"] < 2.0 ** 120  # the scale fell at each skip
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert any(r.get("skipped_steps") for r in log if "loss_scale" in r)
+
+
+def test_a_float16_run_resumed_after_a_signal_is_bit_exact(data_dir, tmp_path, sigterm_after_step, monkeypatch):
+    from bench.engine.trainer import TrainingInterrupted
+
+    # a scale that doubles after every good step and halves at each overflow: its state is in the checkpoint
+    monkeypatch.setattr(policy.Precision, "grad_scaler",
+                        lambda self, device: torch.amp.GradScaler(device.type, init_scale=2.0 ** 14, growth_interval=1))
+    whole = train(spec(data_dir, tmp_path / "whole", precision="float16", checkpoint_every=100), show_progress=False)
+    disarm = sigterm_after_step(3)
+    with pytest.raises(TrainingInterrupted):
+        train(spec(data_dir, tmp_path / "cut", precision="float16", checkpoint_every=100), show_progress=False)
+    disarm()
+    resumed = train(spec(data_dir, tmp_path / "cut", precision="float16", checkpoint_every=100), show_progress=False)
+    assert resumed.metrics["test"].total_nll_nats == whole.metrics["test"].total_nll_nats
+    assert resumed.training.precision == whole.training.precision and whole.training.precision["skipped_steps"] > 0
+
+
+def test_a_resumed_run_uses_its_first_attempts_thread_count(data_dir, tmp_path, sigterm_after_step, capsys):
+    from bench.engine.trainer import TrainingInterrupted
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        whole = train(spec(data_dir, tmp_path / "whole", checkpoint_every=100), show_progress=False)
+        disarm = sigterm_after_step(3)
+        with pytest.raises(TrainingInterrupted):
+            train(spec(data_dir, tmp_path / "cut", checkpoint_every=100), show_progress=False)
+        disarm()
+        torch.set_num_threads(2)  # a busier or larger machine, another default
+        resumed = train(spec(data_dir, tmp_path / "cut", checkpoint_every=100), show_progress=False)
+    finally:
+        torch.set_num_threads(before)
+    assert "resuming with 1 CPU threads, as the run's first attempt (not 2)" in capsys.readouterr().err
+    assert resumed.training.threads == 1 == resumed.provenance.device["threads"]
+    assert resumed.metrics["test"].total_nll_nats == whole.metrics["test"].total_nll_nats
+
+
+def test_a_run_on_a_busy_machine_gives_the_same_bits_as_on_an_idle_one(data_dir, tmp_path, monkeypatch):
+    from bench.engine.device import use_threads
+
+    before = torch.get_num_threads()
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    results = []
+    try:
+        for name, load in (("idle", 0.0), ("busy", 40.0)):
+            monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+            use_threads(None)  # what bench train does before a run
+            results.append(train(spec(data_dir, tmp_path / name), show_progress=False))
+    finally:
+        torch.set_num_threads(before)
+    idle, busy = results
+    assert idle.training.threads == busy.training.threads
+    assert idle.metrics["test"].total_nll_nats == busy.metrics["test"].total_nll_nats
+
+
+def test_the_dtype_watch_records_nested_outputs_and_removes_its_hooks():
+    model = lstm_model()
+    watch = DtypeWatch(model)
+    model(torch.randint(0, 32, (1, 3)))
+    seen = watch.close()
+    assert set(seen) == {"Embedding", "LSTM"} and seen["LSTM"]["weights"] == ["float32"]
+    model(torch.randint(0, 32, (1, 3)))
+    assert watch.seen["LSTM"]["outputs"] == {"float32"}  # closed: nothing more recorded
+    assert dataclasses.is_dataclass(policy.FLOAT32)
