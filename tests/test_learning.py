@@ -64,7 +64,8 @@ def test_a_run_that_cannot_learn_stops_naming_its_floor_value_and_share_of_budge
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     validations = [r for r in log if "valid_floor_bits_per_char" in r]
     assert validations and validations[-1]["step"] == 16
-    assert not clearly_below(validations[-1]["valid_bits_per_char"], validations[-1]["valid_floor_bits_per_char"])
+    assert not clearly_below(validations[-1]["valid_bits_per_char"], validations[-1]["valid_floor_bits_per_char"],
+                             learning.STARTED_BELOW)
 
 
 def test_the_stop_can_be_turned_off_and_a_run_that_learns_is_not_stopped(data_dir, tmp_path):
@@ -121,3 +122,4 @@ def test_the_floor_the_trainer_checks_is_the_reports_unigram_model():
     assert np.isclose(np.exp(log_p[3]), 4 / 10)  # add-one: (3 + 1) / (6 + 4)
     assert np.isclose(unigram_nll(log_p, np.array([3, 4])), -np.log(0.4) - np.log(0.1))
     assert clearly_below(0.9, 1.0) and not clearly_below(0.91, 1.0)
+    assert clearly_below(0.98, 1.0, learning.STARTED_BELOW) and not clearly_below(0.99, 1.0, learning.STARTED_BELOW)

@@ -75,7 +75,7 @@ class TrainConfig:
         None, "start from these weights (a checkpoint or run folder), new optimizer")
     final_eval_splits: str = bookkeeping("valid,test", "splits scored in full at the end")
     stop_if_not_learning: bool = bookkeeping(
-        True, "stop as not-learning a run whose validation is not 10% below its unigram floor (bench.engine.learning)")
+        True, "stop as not-learning a run whose validation is not 2% below its unigram floor (bench.engine.learning)")
     not_learning_after: float = bookkeeping(0.25, "the share of the budget after which that is checked (and never "
                                                   "before warmup ends)", FRACTION)
 

@@ -28,7 +28,7 @@ from bench.engine.device import configure, pick_device
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import Scorer, run_layout
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
-from bench.engine.learning import (CLEARLY_BELOW, TrainingNotLearning, ZeroGradients, clearly_below,
+from bench.engine.learning import (STARTED_BELOW, TrainingNotLearning, ZeroGradients, clearly_below,
                                    unigram_log_probs, unigram_nll)
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.precision import DtypeWatch, plan_precision
@@ -371,17 +371,17 @@ class Trainer:
                                        f" the model diverged; try a lower lr or stronger clipping")
 
     def check_learning(self, metrics: dict) -> None:
-        """Once ``not_learning_after`` of the budget is spent and warmup is over, validation must be clearly below
-        its unigram floor (bench.engine.learning)."""
+        """Once ``not_learning_after`` of the budget is spent and warmup is over, validation must be below its
+        unigram floor by STARTED_BELOW (bench.engine.learning)."""
         used = self.budget.fraction_used(self.usage())
         if (not self.cfg.stop_if_not_learning or used < self.cfg.not_learning_after
                 or self.progress.step <= self.cfg.warmup_steps):
             return
         bpc, floor = metrics["valid_bits_per_char"], metrics["valid_floor_bits_per_char"]
-        if not clearly_below(bpc, floor):
+        if not clearly_below(bpc, floor, STARTED_BELOW):
             raise TrainingNotLearning(
                 f"not learning: validation is {bpc:.4f} bits/char at step {self.progress.step} ({used:.0%} of the "
-                f"budget), not {CLEARLY_BELOW:.0%} below the unigram floor of {floor:.4f}; lower lr or change the "
+                f"budget), not {STARTED_BELOW:.0%} below the unigram floor of {floor:.4f}; lower lr or change the "
                 f"recipe (stop_if_not_learning=false trains on regardless)")
 
     def _validate_and_keep_best(self) -> str:
