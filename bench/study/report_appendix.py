@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.data.corpora import SPLITS
+from bench.engine.learning import CLEARLY_BELOW, STARTED_BELOW
 from bench.study.rendering import ReportPage
 
 
@@ -57,7 +58,9 @@ def definitions_section(doc: ReportPage) -> None:
         "token ppl = exp(L / tokens): depends on what a token is, so it is **not comparable across "
         "tokenizations**.",
         "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
-        "'below floor' is how far a run's bits/char is below it (a run less than 10% below is flagged).",
+        f"'below floor' is how far a run's bits/char is below it (a run less than {CLEARLY_BELOW:.0%} below is "
+        f"flagged; training stops as not-learning a run not {STARTED_BELOW:.0%} below it on validation once a "
+        f"quarter of its budget is spent, by default).",
         "Uncertainty: seeds are the unit of replication (a t interval or test over seeds needs two or more); the "
         "text sample is resampled by document (WikiText articles, Wikipedia pages, else 50 equal blocks), with "
         "bits per byte of a resample = its bits / its bytes (scipy.stats.bootstrap); a comparison's interval "
