@@ -162,7 +162,8 @@ def _record(folder: Path, owner: dict) -> None:
 def claim_output_file(path: Path, option: str, own_folder: Path | None = None, written_by: str | None = None) -> None:
     """A file a command writes: not a folder, in an existing folder that belongs to no other run, matrix or
     report (``own_folder``: the command's own run folder), and new unless it is the command's own output from
-    before (``written_by``: the text such a file starts with; files inside ``own_folder`` are its own)."""
+    before (``written_by``: the text such a file starts with). Owning the folder is not owning its files: a run's
+    weights, checkpoint, result and spec are never replaced by another command, that run's own eval included."""
     path = Path(path)
     if path.is_symlink():  # a link, dangling or not, could lead into a folder the checks below never see
         raise BenchError(f"{option} {path} is a link (to {os.readlink(path)}); give the file's own path")
@@ -176,7 +177,7 @@ def claim_output_file(path: Path, option: str, own_folder: Path | None = None, w
         raise BenchError(f"{option} {path}: {owner.describe()}; write outside it")
     if not mine and (above := enclosing_owner(path.parent)) is not None:
         raise BenchError(f"{option} {path}: {above.describe()}; write outside it")
-    if path.exists() and not mine and not _starts_with(path, written_by):
+    if path.exists() and not _starts_with(path, written_by):
         raise BenchError(f"{option} {path} exists and was not written by this command; choose a new file name")
 
 

@@ -270,6 +270,21 @@ def test_eval_never_dumps_losses_into_another_run(owned, data_dir, tmp_path, cli
                    "choose a new file name")  # a .npy carries no mark of who wrote it: never replaced
 
 
+def test_eval_never_replaces_a_file_of_its_own_run(owned, data_dir, tmp_path, cli, cli_here, one_line_error):
+    """The run's weights, checkpoint, result and spec: the folder is the run's own, the files are not eval's."""
+    root, runs, _ = owned
+    run = runs["a"]
+    names = [path.name for path in sorted(run.iterdir()) if path.is_file()]
+    assert {"best.pt", "checkpoint.pt", "result.json", "spec.json"} <= set(names)
+    before = _everything(root)
+    for name in names:
+        one_line_error(cli_here("eval", str(run), "--data-dir", str(data_dir), "--dump-token-losses",
+                                str(run / name)), "exists and was not written by this command")
+    assert _everything(root) == before
+    assert cli("eval", str(run), "--data-dir", str(data_dir), "--dump-token-losses",
+               str(run / "eval-losses.npy")).returncode == 0  # a new file in its own folder is fine
+
+
 def test_a_matrix_never_takes_over_another_matrix_or_a_run(owned, data_dir, tmp_path, cli, cli_here, one_line_error):
     root, runs, config = owned
     results = root / "results" / "toy"
