@@ -37,6 +37,15 @@ def test_run_ids_do_not_change_without_a_reason(model, overrides, run_id, bptt):
     assert config.run_id() == run_id
 
 
+@pytest.mark.parametrize("name,other", [("lstm_precision", "float32"), ("stop_if_not_learning", False),
+                                        ("not_learning_after", 0.5)])
+def test_a_setting_added_later_enters_the_run_id_only_when_set_to_another_value(name, other):
+    from bench.engine.resolve import ADDED_LATER
+
+    assert name in ADDED_LATER  # at its default it is left out of the hash: the ids pinned above are kept
+    assert resolved(**{name: other}).run_id() != resolved().run_id()
+
+
 def test_where_a_run_is_written_or_executed_does_not_change_its_id():
     config = resolved(device="cpu", init_from="/a/b/run-x")
     moved = resolved(device="cuda", threads=3, init_from="/elsewhere/run-x").with_spec(out_dir="/tmp/out",
