@@ -356,3 +356,25 @@ def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, mo
     assert layout.precision == plan.name and result.evaluation.layout["precision"] == "float32"
     assert set(seen) == {torch.float32}  # the body ran in bf16, the projection did not
     assert bf16.total_nll_nats == pytest.approx(full.total_nll_nats, rel=2e-2)
+
+
+def test_init_from_is_the_weights_content_not_the_folder_names(data_dir, tmp_path, one_line_error):
+    """Two different base runs in a/base and b/base: a run started from b/base is not the finished run started
+    from a/base (their run ids are equal: the id sees the path's last names), nor its resumed checkpoint."""
+    import shutil
+
+    for side, seed_lr in (("a", 1e-3), ("b", 5e-3)):
+        train(spec(data_dir, tmp_path / side / "base", lr=seed_lr), show_progress=False)
+    first = train(spec(data_dir, tmp_path / "tuned", init_from=str(tmp_path / "a" / "base")), show_progress=False)
+    assert first.training.started_from["run_id"] == json.loads(
+        (tmp_path / "a" / "base" / "result.json").read_text())["run_id"]
+    again = train(spec(data_dir, tmp_path / "tuned", init_from=str(tmp_path / "a" / "base")), show_progress=False)
+    assert again.training.started_from == first.training.started_from  # the same start: the finished result
+    with pytest.raises(BenchError, match="holds a run started from other weights"):
+        train(spec(data_dir, tmp_path / "tuned", init_from=str(tmp_path / "b" / "base")), show_progress=False)
+    # a checkpoint left by a run from a/base is not resumed by a run from b/base
+    shutil.copytree(tmp_path / "tuned", tmp_path / "partial")
+    (tmp_path / "partial" / "result.json").unlink()
+    with pytest.raises(BenchError, match="holds a run started from other weights"):
+        train(spec(data_dir, tmp_path / "partial", init_from=str(tmp_path / "b" / "base")), show_progress=False)
+    assert not (tmp_path / "partial" / "result.json").exists()

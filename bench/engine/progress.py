@@ -43,6 +43,7 @@ class Progress:
     observed_dtypes: dict | None = None  # per module family, the dtypes its first step ran in (precision.DtypeWatch)
     skipped_steps: int = 0  # updates the loss scaler skipped (float16: inf or NaN gradients)
     warnings: list[str] = field(default_factory=list)  # e.g. a parameter family whose gradients stayed zero
+    started_from: dict | None = None  # init_from's weights by content: their run id and weights_sha256
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

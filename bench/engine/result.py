@@ -96,6 +96,7 @@ class TrainingSummary:
     # family's inputs, weights and outputs in the first step, the loss scaler's final scale and skipped updates
     precision: Optional[dict[str, Any]] = None
     warnings: list[str] = field(default_factory=list)  # e.g. a parameter family whose gradients stayed zero
+    started_from: Optional[dict[str, Any]] = None  # init_from's weights by content: their run id, weights_sha256
 
 
 @dataclass

@@ -12,11 +12,14 @@ The run folder holds ``spec.json`` (the resolved configuration), ``tokenizer.jso
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import shutil
 import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
+
+import torch
 
 from bench.data.facts import load_data_facts
 from bench.data.paths import resolve_data_dir
@@ -90,8 +93,10 @@ def execute(resolved: ResolvedRun, console: TextIO | None = None, show_progress:
     spec, out = resolved.spec, Path(resolved.spec.out_dir)
     previous = finished_result(out, resolved.run_id())
     if previous is not None:
+        if previous.training is not None and previous.training.started_from is not None:
+            _check_same_start(previous.training.started_from, initial_weights(resolved)[1], out)
         return previous
-    initial = initial_weights(resolved)  # refused before the corpus is opened: a refusal writes nothing
+    initial, start = initial_weights(resolved)  # refused before the corpus is opened: a refusal writes nothing
     corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=resolved.data)
     claim_run_folder(out, resolved.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
     trainer = Trainer(resolved, corpus, out, console, show_progress, started=wall_start)
@@ -101,8 +106,11 @@ def execute(resolved: ResolvedRun, console: TextIO | None = None, show_progress:
             remove_temporary_files(out)
         if not trainer.resume():
             trainer.start_fresh(initial)
-        elif main:
-            print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
+            trainer.progress.started_from = start
+        else:
+            _check_same_start(trainer.progress.started_from, start, out)
+            if main:
+                print(f"resuming {out} from step {trainer.progress.step}", file=trainer.console, flush=True)
         if main:
             write_json_atomic(out / SPEC, resolved.to_json())
             write_bytes_atomic(out / TOKENIZER, trainer.tokenizer.to_bytes())
@@ -128,11 +136,13 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     return build_result(trainer, metrics, scorer.layout, evaluated, trainer.wall_seconds(wall_start))
 
 
-def initial_weights(resolved: ResolvedRun) -> dict | None:
+def initial_weights(resolved: ResolvedRun) -> tuple[dict | None, dict | None]:
     """The weights ``init_from`` names, checked to be of this run's model family and tokenizer (before anything is
-    written): under another tokenizer of the same size every embedding row would belong to another token."""
+    written): under another tokenizer of the same size every embedding row would belong to another token; and
+    their identity by content (the run id they come from, a digest of the weights), which the run id, made from
+    the path's last names, cannot give."""
     if not resolved.train.init_from:
-        return None
+        return None, None
     payload = checkpoint.load(resolved.train.init_from)
     theirs = payload.get("resolved", {})  # the run the weights come from
     family = theirs.get("spec", {}).get("model")
@@ -146,7 +156,25 @@ def initial_weights(resolved: ResolvedRun) -> dict | None:
                          f"{their_hash[:12]}) but this run uses {resolved.data.scheme} (hash "
                          f"{resolved.data.tokenizer_hash[:12]}): its embeddings belong to other tokens; start from a "
                          f"run of the same tokenizer")
-    return payload["model"]
+    return payload["model"], {"run_id": payload.get("run_id"), "weights_sha256": weights_digest(payload["model"])}
+
+
+def weights_digest(state_dict: dict) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(state_dict):
+        tensor = state_dict[name].detach().cpu().contiguous()
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def _check_same_start(recorded: dict | None, start: dict | None, out: Path) -> None:
+    """A run folder's earlier work (a result, a checkpoint) counts only if it started from these very weights."""
+    if recorded is not None and start is not None and recorded != start:
+        raise BenchError(f"{out} holds a run started from other weights (run {recorded.get('run_id')}, weights "
+                         f"{str(recorded.get('weights_sha256'))[:12]}) than init_from gives now (run "
+                         f"{start.get('run_id')}, weights {str(start.get('weights_sha256'))[:12]}); choose another "
+                         f"--out folder")
 
 
 def remove_temporary_files(out: Path) -> None:
@@ -184,7 +212,7 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
                        "ran": trainer.precision.name, "observed": p.observed_dtypes,
                        "loss_scale": trainer.scaler.get_scale() if trainer.scaler is not None else None,
                        "skipped_steps": p.skipped_steps},
-            warnings=list(p.warnings)),
+            warnings=list(p.warnings), started_from=p.started_from),
         evaluation=EvaluationSummary(evaluated, layout.to_json(), "whole split, first token predicted from <bos>"),
         metrics=metrics, comparable=comparable, comparability_notes=notes,
         provenance=Provenance(git_commit(), library_versions(), describe(trainer.device), machine(),
