@@ -189,6 +189,7 @@ CASES = [
     ("NaN temperature", ["sample", "{run}", "--temperature", "nan"], "--temperature must be a positive"),
     ("zero temperature", ["sample", "{run}", "--temperature", "0"], "--temperature must be a positive"),
     ("no tokens", ["sample", "{run}", "--tokens", "0"], "--tokens must be at least 1"),
+    ("a trillion tokens", ["sample", "{run}", "--tokens", "1000000000000"], "is beyond 100,000"),
     ("speed without steps", ["speed", "--steps", "0"], "--steps must be at least 1"),
     ("context in characters without a corpus", ["models", "describe", "lstm", "--set", "context_chars=64"],
      "give --tokenizer and --dataset"),

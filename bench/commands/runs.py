@@ -19,6 +19,7 @@ from bench.ownership import claim_output_file, owner_of
 from bench.text_tables import duration, flops_rate
 
 
+MOST_SAMPLED = 100_000  # tokens one `bench sample` generates: hours of forward passes on a CPU beyond
 MOST_DRAWS = 4096  # segmentations sampled per line by --marginal: beyond, the cost buys almost no precision
 
 
@@ -190,6 +191,9 @@ def sample_command(
 
     if tokens < 1:
         raise BenchError(f"--tokens must be at least 1, not {tokens}")
+    if tokens > MOST_SAMPLED:
+        raise BenchError(f"--tokens {tokens:,} is beyond {MOST_SAMPLED:,} (one forward pass per token, all kept in "
+                         f"memory); sample at most that many, or several times with other --seed values")
     if not (math.isfinite(temperature) and temperature > 0):
         raise BenchError(f"--temperature must be a positive number, not {temperature}")
     if temperature < MIN_TEMPERATURE:  # logits / temperature overflow to inf: nothing left to sample from
