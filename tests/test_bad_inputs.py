@@ -297,6 +297,11 @@ CASES = [
     ("a corpus name with a colon", ["data", "add", "a:b", *SPLIT_FILES], "bad corpus name 'a:b'"),
     ("a corpus name of other letters", ["data", "add", "ünï", *SPLIT_FILES], "use ASCII letters"),
     ("a test file that is the train file", ["data", "add", "leak", *SPLIT_FILES], "same text as the train file"),
+    ("a test file inside the train file", ["data", "add", "leak", "--train", "{train_text}", "--valid", "{text}",
+                                           "--test", "{train_prefix}", "--data-dir", "{data}"],
+     "the test file is contained in the train file (from byte 0)"),
+    ("valid equal to test", ["data", "add", "twin", "--train", "{train_text}", "--valid", "{text}", "--test", "{text}",
+                             "--data-dir", "{data}"], "the valid and test files are the same text"),
     ("split files without a corpus name", ["data", "add", "--config", "{two_corpora}", "--train", "{text}",
                                            "--data-dir", "{data}"], "belong to a corpus NAME"),
     ("a fetched file of blank lines", FETCH_VALID + ["--file", "valid={blank}"], "holds no text"),
@@ -416,6 +421,8 @@ def sandbox(tmp_path_factory, make_toy_corpus):
     places["binary"], places["blank"] = root / "binary.bin", root / "blank.txt"
     places["binary"].write_bytes(bytes(range(256)) * 20)
     places["blank"].write_text("\n" * 8)
+    places["train_text"], places["train_prefix"] = paths["train"], root / "prefix.txt"
+    places["train_prefix"].write_text(paths["train"].read_text()[:2000])
     places["transformer_run"] = root / "transformer"
     for name, model in (("run", "sha-rnn"), ("lstm_run", "lstm"), ("transformer_run", "transformer")):
         overrides = FAST if model != "transformer" else {"d_model": 16, "nheads": 2, "max_steps": 3, "bptt": 64}
@@ -475,10 +482,14 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
 
     load_data_facts("toy", "bpe:300", root / "data")  # cached: a refusal after it writes nothing
     cjk = "".join(chr(0x4E00 + (i * 7919) % 600) + ("\n" if i % 40 == 39 else "") for i in range(12_000))
-    (root / "cjk.txt").write_text(cjk)  # 600 distinct characters: more than 400 pieces can hold
-    (root / "cjk-train.txt").write_text(cjk + cjk[::-1])
-    add_user_corpus("cjk", {"train": root / "cjk-train.txt", "valid": root / "cjk.txt", "test": root / "cjk.txt"},
-                    root / "data")
+    half = len(cjk) // 2  # each half has the 600 distinct characters: more than 400 pieces can hold
+    (root / "cjk-valid.txt").write_text(cjk[:half])
+    (root / "cjk-test.txt").write_text(cjk[half:][::-1])  # cjk repeats every 600 characters: not valid again
+    # the same characters in another order (steps of 107, not 119 or -119): none of the held-out text
+    (root / "cjk-train.txt").write_text("".join(chr(0x4E00 + (i * 7907) % 600) + ("\n" if i % 40 == 39 else "")
+                                                for i in range(12_000)))
+    add_user_corpus("cjk", {"train": root / "cjk-train.txt", "valid": root / "cjk-valid.txt",
+                            "test": root / "cjk-test.txt"}, root / "data")
     (root / "link.npy").symlink_to(Path(places["run"]) / "x.npy")  # dangling, into a run's folder
     for name, config in (("fakehf", "{}"), ("badhf", "{not json")):  # model folders that are never loaded
         (root / name).mkdir()

@@ -19,7 +19,7 @@ def repeated(tmp_path, make_text):
     paths["train"].write_text(train)
     paths["valid"].write_text(make_text(n_lines=40, seed=2))
     paths["test"].write_text(train[-6000:])  # within every method's reach, gzip's 32 KiB window included
-    add_user_corpus("rep", paths, tmp_path / "data")
+    add_user_corpus("rep", paths, tmp_path / "data", allow_overlap=True)
     return tmp_path / "data"
 
 

@@ -81,9 +81,11 @@ def _replace_folder(new: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
-                    ) -> dict[str, tuple[bytes, str]]:
-    """The user's train/valid/test files, checked (name, presence, non-empty) and read; nothing is written."""
+def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None,
+                    allow_overlap: bool = False) -> dict[str, tuple[bytes, str]]:
+    """The user's train/valid/test files, checked (name, presence, text, held out from train and from each other)
+    and read; nothing is written. ``allow_overlap`` accepts a held-out split found inside train (a study of what a
+    model or compressor does with text it has read; the command line never sets it)."""
     _check_user_name(resolve_data_dir(data_dir), name)
     missing = [s for s in SPLITS if s not in paths]
     if missing:
@@ -100,27 +102,34 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
         if problem:
             raise BenchError(f"{split} file {path} {problem}: a corpus split must hold text")
         contents[split] = (data, f"user file {Path(path).resolve()}")
+    train = contents["train"][0]
     for split in HELD_OUT:
-        if split in contents and contents[split][0] == contents["train"][0]:
+        if contents[split][0] == train:
             raise BenchError(f"corpus {name!r}: the {split} file is the same text as the train file; a model would be "
                              f"scored on the text it was trained on: give a held-out {split} file")
+        if not allow_overlap and (at := train.find(contents[split][0])) >= 0:
+            raise BenchError(f"corpus {name!r}: the {split} file is contained in the train file (from byte {at:,}); a "
+                             f"model would be scored on text it was trained on: give a held-out {split} file")
+    if contents["valid"][0] == contents["test"][0]:
+        raise BenchError(f"corpus {name!r}: the valid and test files are the same text; checkpoints chosen on valid "
+                         f"would be scored on the text that chose them: give a separate test file")
     return contents
 
 
-def add_user_corpora(corpora: dict[str, dict[str, str | Path]], data_dir: str | Path | None = None
-                     ) -> dict[str, dict[str, SplitRecord]]:
+def add_user_corpora(corpora: dict[str, dict[str, str | Path]], data_dir: str | Path | None = None,
+                     allow_overlap: bool = False) -> dict[str, dict[str, SplitRecord]]:
     """Copy the user's corpora into the data folder, recorded by sha256; every corpus is checked and read
     before any is written, so a bad file installs none of them."""
     data_dir = resolve_data_dir(data_dir)
-    contents = {name: read_user_files(name, paths, data_dir) for name, paths in corpora.items()}
+    contents = {name: read_user_files(name, paths, data_dir, allow_overlap) for name, paths in corpora.items()}
     note = "user corpus: identified by its sha256, there is no official copy to verify against"
     return {name: _install_user_corpus(name, files, data_dir, note) for name, files in contents.items()}
 
 
-def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None
-                    ) -> dict[str, SplitRecord]:
+def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None,
+                    allow_overlap: bool = False) -> dict[str, SplitRecord]:
     """One user corpus (see :func:`add_user_corpora`)."""
-    return add_user_corpora({name: paths}, data_dir)[name]
+    return add_user_corpora({name: paths}, data_dir, allow_overlap)[name]
 
 
 def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: str | Path | None = None
