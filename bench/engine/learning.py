@@ -6,9 +6,10 @@ smoothing) scores its tokenization's *unigram floor*; a finished model that is n
 trainer stops a run that has not even started: not :data:`STARTED_BELOW` below its floor once a share of its
 budget is spent (``not_learning_after``) and warmup is over, as ``not-learning``, never a result. The two margins
 differ because a run at a quarter of its budget may still be on its way (the demo's closed-vocabulary SHA-RNN:
-4% below at 42% of its budget, 10% at the end), while the GPU study's SHA-RNN ended 0-1% above its floor. A parameter family (the class of the modules that hold them)
-whose gradient is exactly zero for :data:`ZERO_GRADIENT_STEPS` steps in a row is not training: a warning in the
-log and the result.
+4% below at 42% of its budget, 10% at the end), while the GPU study's SHA-RNN ended 0-1% above its floor.
+
+A parameter family (the class of the modules that hold them) whose gradient is exactly zero for
+:data:`ZERO_GRADIENT_STEPS` steps in a row is not training: a warning in the log and the result.
 """
 
 from __future__ import annotations

@@ -84,7 +84,8 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     return {
         "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
         "vocab_size": facts.vocab_size, "params_total": model.num_params(),
-        "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": precision.name, "compile": cfg.compile, "steps_timed": steps, "steps_warmup": warmup,
+        "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": precision.name, "compile": cfg.compile,
+        "steps_timed": steps, "steps_warmup": warmup,
         "train_tokens_per_second": train_tps, "eval_tokens_per_second": timed_tokens / eval_seconds,
         "eval_over_train": train_seconds / eval_seconds,
         "train_flops_per_token": train_flops_per_token, "train_tflops": train_tflops,
