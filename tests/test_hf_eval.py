@@ -59,7 +59,7 @@ def scored(model, ids: list[int], start: int, window: int, stride: int, streams:
     from bench.models.pretrained import PretrainedLM
 
     layout = EvalLayout(streams=streams, chunk=stride, window=window)
-    precision = FLOAT32 if autocast is None else Precision(str(autocast), autocast, False, False)
+    precision = FLOAT32 if autocast is None else Precision(autocast, False, False)
     return Scorer(PretrainedLM(model, window), start, layout, torch.device("cpu"), precision).score(
         np.asarray(ids)).total_nll_nats
 

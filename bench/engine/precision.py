@@ -40,7 +40,6 @@ DTYPES = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 class Precision:
     """What a run runs in: ``autocast`` (None: float32), whether LSTMs leave it for float32, loss scaling."""
 
-    setting: str  # as asked: auto, float32, bfloat16, float16
     autocast: torch.dtype | None
     lstm_float32: bool
     loss_scaling: bool
@@ -50,7 +49,7 @@ class Precision:
         """As results and evaluation layouts record it, e.g. "bfloat16 autocast, LSTMs float32"."""
         if self.autocast is None:
             return "float32"
-        text = f"{str(self.autocast).replace('torch.', '')} autocast"
+        text = f"{dtype_name(self.autocast)} autocast"
         text += ", LSTMs float32" if self.lstm_float32 else ""
         return text + (", loss scaling" if self.loss_scaling else "")
 
@@ -67,7 +66,12 @@ class Precision:
         return torch.amp.GradScaler(device.type) if self.loss_scaling else None
 
 
-FLOAT32 = Precision("float32", None, False, False)
+FLOAT32 = Precision(None, False, False)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """"bfloat16" for torch.bfloat16."""
+    return str(dtype).replace("torch.", "")
 
 
 def has_lstm(model: nn.Module) -> bool:
@@ -80,13 +84,13 @@ def plan_precision(setting: str, lstm_setting: str, device: torch.device, model:
         setting = "float32" if device.type != "cuda" else ("float16" if has_lstm(model) else "bfloat16")
     dtype = DTYPES[setting]
     if dtype is None:
-        return Precision(setting, None, False, False)
+        return FLOAT32
     native = (device.type == "cuda" and dtype == torch.float16) or (device.type == "cpu" and cpu_lstm_runs_in(dtype))
     if lstm_setting == "autocast" and has_lstm(model) and device.type == "cpu" and not native:
         raise BenchError(f"this CPU cannot run LSTMs in {setting} (oneDNN needs AVX-512 "
                          f"{'BF16' if dtype == torch.bfloat16 else 'FP16'}); set lstm_precision=auto (float32 LSTMs)")
     lstm_float32 = has_lstm(model) and (lstm_setting == "float32" or (lstm_setting == "auto" and not native))
-    return Precision(setting, dtype, lstm_float32, dtype == torch.float16)
+    return Precision(dtype, lstm_float32, dtype == torch.float16)
 
 
 def check_precision(setting: str, lstm_setting: str, device_name: str) -> None:
@@ -130,7 +134,7 @@ class DtypeWatch:
     def _record(self, module: nn.Module, inputs, output) -> None:
         family = self.seen.setdefault(type(module).__name__, {"inputs": set(), "weights": set(), "outputs": set()})
         family["inputs"].update(_dtypes(inputs))
-        family["weights"].update(str(p.dtype).replace("torch.", "") for p in module.parameters(recurse=False))
+        family["weights"].update(dtype_name(p.dtype) for p in module.parameters(recurse=False))
         family["outputs"].update(_dtypes(output))
 
     def close(self) -> dict[str, dict[str, list[str]]]:
@@ -142,7 +146,7 @@ class DtypeWatch:
 def _dtypes(value) -> set[str]:
     """The floating dtypes of the tensors in a (nested) module input or output."""
     if isinstance(value, torch.Tensor):
-        return {str(value.dtype).replace("torch.", "")} if value.is_floating_point() else set()
+        return {dtype_name(value.dtype)} if value.is_floating_point() else set()
     if isinstance(value, (tuple, list)):
         return set().union(*(_dtypes(v) for v in value)) if value else set()
     return set()
