@@ -91,8 +91,7 @@ class Trainer:
         self.rows = torch.from_numpy(rows).to(self.device)
         self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)[mine]  # the characters they begin
         self.flops_per_token = self.model.train_flops_per_token(self.cfg.bptt)
-        self._validation = None  # the validation text's ids and counts, once needed
-        self._unigram = None  # log probabilities of the unigram model of train (the floor), once needed
+        self._validation = None  # the validation text's ids, counts and unigram floor (bits/char), once needed
         self.progress = Progress()
         self.state = None
         self.log_file = out / LOG
@@ -283,18 +282,18 @@ class Trainer:
 
     def validate(self) -> dict:
         """Validation in bits per character and per byte, and the unigram floor of the same text."""
-        if self._validation is None:
-            self._validation = self.corpus.validation_text(self.cfg.eval_max_chars, self.cfg.eval_max_tokens)
-        ids, counts = self._validation
+        if self._validation is None:  # the same text at every validation: its floor is computed once
+            ids, counts = self.corpus.validation_text(self.cfg.eval_max_chars, self.cfg.eval_max_tokens)
+            unigram = unigram_log_probs(self.corpus.encoded.ids["train"], self.tokenizer.vocab_size,
+                                        self.tokenizer.bos_id)
+            floor = normalize_counts(unigram_nll(unigram, ids), len(ids), **counts)["bits_per_char"]
+            self._validation = ids, counts, floor
+        ids, counts, floor = self._validation
         result = self.scorer().score(ids)
-        if self._unigram is None:
-            self._unigram = unigram_log_probs(self.corpus.encoded.ids["train"], self.tokenizer.vocab_size,
-                                              self.tokenizer.bos_id)
         metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
-        floor = normalize_counts(unigram_nll(self._unigram, ids), len(ids), **counts)
         return {"valid_bits_per_char": metrics["bits_per_char"], "valid_bits_per_byte": metrics["bits_per_byte"],
                 "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"],
-                "valid_floor_bits_per_char": floor["bits_per_char"]}
+                "valid_floor_bits_per_char": floor}
 
     # ---- the loop ---------------------------------------------------------------------------
 
