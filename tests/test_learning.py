@@ -11,6 +11,7 @@ from bench.engine.learning import TrainingNotLearning, clearly_below, unigram_lo
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.study.execute import Execution, run_matrix
+from tests.test_bad_inputs import MATRIX
 
 SETTINGS = {"emsize": 16, "nhid": 32, "bptt": 16, "batch_size": 4, "max_steps": 40, "warmup_steps": 4,
             "eval_every": 8, "checkpoint_every": 8, "eval_streams": 4, "log_every": 2, "eval_max_tokens": 400,
@@ -19,29 +20,9 @@ STUCK = {"lr": 1e-12}  # nothing moves: the model stays where it started, far fr
 # a model that passes its floor early: 3.27 bits/char against a floor of 3.97 at step 40 (33% of its budget)
 LEARNS = {"emsize": 64, "nhid": 128, "bptt": 32, "batch_size": 16, "lr": 5e-3, "max_steps": 120, "eval_every": 20}
 
-MATRIX = """
-[matrix]
-name = "stuck"
-[axes]
-model = ["lstm"]
-tokenizer = ["byte"]
-dataset = ["toy"]
-seed = [0]
-[budget]
-chars = 4_000
-[context]
-chars = 16
-[shared]
-preset = "tiny"
-batch_size = 4
-warmup_steps = 4
-eval_every = 8
-eval_max_tokens = 300
-eval_streams = 4
-checkpoint_every = 1000
-emsize = 16
-nhid = 16
-"""
+# the catalogue's toy matrix with a budget past warmup and a quarter of it: 47 steps, validated every 5
+STUCK_MATRIX = MATRIX.replace("chars = 2_000", "chars = 6_000").replace(
+    "[shared]", "[shared]\nlr = 1e-12\nwarmup_steps = 4")
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +87,7 @@ def test_a_not_learning_run_is_labelled_in_the_matrix_and_its_report_and_never_d
     import pandas as pd
 
     config = tmp_path / "stuck.toml"
-    config.write_text(MATRIX.replace('[shared]', '[shared]\nlr = 1e-12'))
+    config.write_text(STUCK_MATRIX)
     outcome = run_matrix(config, tmp_path / "results", data_dir=data_dir, execution=Execution(show_progress=False))
     assert outcome.counts == {"not-learning": 1}
     table = pd.read_csv(tmp_path / "results" / "runs.csv")
