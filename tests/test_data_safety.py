@@ -83,8 +83,23 @@ def matrix_process(repo, config, results, data_dir, *extra):
     return process
 
 
-def finish(process, timeout=600) -> str:
-    process.wait(timeout=timeout)
+def finish(*processes, timeout=600) -> list[str]:
+    """What each process printed once all have exited. If one is still running after ``timeout`` seconds, all are
+    killed and the test fails with their output (a bare TimeoutExpired says nothing about where they stood)."""
+    deadline = time.monotonic() + timeout
+    try:
+        for process in processes:
+            process.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            process.kill()
+            process.wait()
+        pytest.fail(f"run-matrix still running after {timeout} s; they printed:\n" +
+                    "\n---\n".join(_output(p)[-3000:] for p in processes))
+    return [_output(p) for p in processes]
+
+
+def _output(process) -> str:
     process.output.seek(0)
     return process.output.read()
 
@@ -99,9 +114,11 @@ def test_two_matrix_processes_on_one_results_folder_train_each_run_once(data_dir
     config = tmp_path / "toy.toml"
     config.write_text(MATRIX)
     run_matrix(config, tmp_path / "results", dry_run=True, data_dir=data_dir)  # tokenizers trained once
-    first = matrix_process(repo, config, tmp_path / "results", data_dir)
-    second = matrix_process(repo, config, tmp_path / "results", data_dir)
-    outputs = [finish(p) for p in (first, second)]
+    # one thread each: two processes of two threads on two cores waited on each other's spinning threads (one
+    # took over 600 s in CI, where alone it takes seconds)
+    first = matrix_process(repo, config, tmp_path / "results", data_dir, "--threads", "1")
+    second = matrix_process(repo, config, tmp_path / "results", data_dir, "--threads", "1")
+    outputs = finish(first, second, timeout=300)
     # each waits for the runs the other holds: both exit 0 with a complete table (both exited 1 before)
     assert all(p.returncode == 0 for p in (first, second)), outputs
     table = (tmp_path / "results" / "runs.csv").read_text().splitlines()
