@@ -50,6 +50,7 @@ class Variant:
 
 
 AS_BEFORE = {"precision": "bfloat16"}
+BATCH_8X128 = {"batch_size": 8, "context_chars": 128}  # 16 times cheaper per step than the cell's 32 x 512
 VARIANTS: dict[str, Variant] = {
     "float32": Variant("float32 everywhere (the CPU run that trained used batch 8 x 128)", {"precision": "float32"}),
     "gpu-as-before": Variant("bf16 autocast, LSTMs float16 without loss scaling: what the GPU study ran", AS_BEFORE,
@@ -63,17 +64,21 @@ VARIANTS: dict[str, Variant] = {
     "as-before-warmup800": Variant("gpu-as-before, warmup 800 (the paper's)", {**AS_BEFORE, "warmup_steps": 800},
                                    unscaled_float16_lstms=True),
     "as-before-batch8x128": Variant("gpu-as-before, batch 8 x 128 characters",
-                                    {**AS_BEFORE, "batch_size": 8, "context_chars": 128}, unscaled_float16_lstms=True),
+                                    {**AS_BEFORE, **BATCH_8X128}, unscaled_float16_lstms=True),
     "as-before-no-attn-dropout": Variant("gpu-as-before, the attention's dropout off", AS_BEFORE,
                                          unscaled_float16_lstms=True, attention_dropout=False),
     "float32-batch8x128": Variant("float32, batch 8 x 128 characters (the CPU run that trained)",
-                                  {"precision": "float32", "batch_size": 8, "context_chars": 128}),
+                                  {"precision": "float32", **BATCH_8X128}),
     "fp16-lstm-only-batch8x128": Variant("fp16-lstm-only, batch 8 x 128 characters",
-                                         {"precision": "float32", "batch_size": 8, "context_chars": 128},
-                                         unscaled_float16_lstms=True),
+                                         {"precision": "float32", **BATCH_8X128}, unscaled_float16_lstms=True),
     "bf16-fp32-lstm-batch8x128": Variant("bf16-fp32-lstm, batch 8 x 128 characters",
-                                         {"precision": "bfloat16", "lstm_precision": "float32", "batch_size": 8,
-                                          "context_chars": 128}),
+                                         {"precision": "bfloat16", "lstm_precision": "float32", **BATCH_8X128}),
+    "as-before-warmup800-batch8x128": Variant("as-before-batch8x128, warmup 800 (the paper's)",
+                                              {**AS_BEFORE, **BATCH_8X128, "warmup_steps": 800},
+                                              unscaled_float16_lstms=True),
+    "as-before-no-attn-dropout-batch8x128": Variant("as-before-batch8x128, the attention's dropout off",
+                                                    {**AS_BEFORE, **BATCH_8X128}, unscaled_float16_lstms=True,
+                                                    attention_dropout=False),
     "float32-warmup800": Variant("float32, warmup 800 (the paper's)", {"precision": "float32", "warmup_steps": 800}),
     "float32-lr5e-4": Variant("float32, peak lr 5e-4", {"precision": "float32", "lr": 5e-4}),
     "as-before-sdpa": Variant("gpu-as-before, attention on PyTorch's fused kernel (as in the GPU study)", AS_BEFORE,
@@ -109,8 +114,12 @@ def emulated_float16_lstms():
         sharnn.run_lstm = original
 
 
+def run_folder(name: str, seed: int) -> str:
+    return name if seed == 0 else f"{name}-seed{seed}"
+
+
 def run_variant(name: str, out_root: Path, steps: int | None, minutes: float | None, threads: int | None,
-                tiny: bool) -> None:
+                tiny: bool, seed: int = 0) -> None:
     from bench.engine.device import pick_device
     from bench.engine.layout import prepare_corpus
     from bench.engine.run import plan_run
@@ -128,8 +137,8 @@ def run_variant(name: str, out_root: Path, steps: int | None, minutes: float | N
     if threads:
         torch.set_num_threads(threads)
         settings["threads"] = threads
-    out = out_root / name
-    resolved = plan_run(validate_spec(RunSpec("sha-rnn", "small", "byte", "wikitext-2", 0, settings,
+    out = out_root / run_folder(name, seed)
+    resolved = plan_run(validate_spec(RunSpec("sha-rnn", "small", "byte", "wikitext-2", seed, settings,
                                               out_dir=str(out))))
     # More steps later: the same run resumed. A run at its floor is what is studied here: it is not stopped.
     train = dataclasses.replace(resolved.train, max_steps=steps, max_minutes=minutes, stop_if_not_learning=False)
@@ -146,7 +155,7 @@ def run_variant(name: str, out_root: Path, steps: int | None, minutes: float | N
         trainer.start_fresh(None)
     write_json_atomic(out / SPEC, planned.to_json())  # the folder is this run's: a later call may resume it
     emulate = variant.unscaled_float16_lstms and not on_cuda
-    write_json_atomic(out / "variant.json", {"variant": name, "floor_nats": unigram_entropy(corpus),
+    write_json_atomic(out / "variant.json", {"variant": name, "seed": seed, "floor_nats": unigram_entropy(corpus),
                                              "precision": trainer.precision.name, "emulated_float16_lstms": emulate,
                                              "device": trainer.device.type})
     with emulated_float16_lstms() if emulate else contextlib.nullcontext():
@@ -162,31 +171,35 @@ def unigram_entropy(corpus) -> float:
 
 
 def table(out_root: Path) -> str:
-    lines = ["| variant | what it changes | device | steps | train loss at 50 / 100 / 150 / 200 / last (nats/byte) | "
-             "floor (nats/byte) | left the floor (loss < 95% of it) at step | last valid bits/char | chars/s |",
-             "|---|---|---|---:|---|---:|---|---:|---:|"]
-    for name, variant in VARIANTS.items():
-        log, info = out_root / name / "log.jsonl", out_root / name / "variant.json"
-        if not log.is_file() or not info.is_file():
-            continue
-        meta = json.loads(info.read_text())
-        floor = meta["floor_nats"]
-        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        train = {r["step"]: r["train_loss"] for r in records if "train_loss" in r}
-        valid = [r for r in records if "valid_bits_per_char" in r]
-        speed = [r["chars_per_second"] for r in records if "chars_per_second" in r]
-        last = max(train, default=0)
-        at = " / ".join(f"{train[s]:.3f}" if s in train else "-" for s in (50, 100, 150, 200) if s <= last or s == 50)
-        at += f" / {train[last]:.3f}" if train else ""
-        left = next((s for s in sorted(train) if train[s] < FLOOR_SHARE * floor), None)
-        nan = next((s for s in sorted(train) if not math.isfinite(train[s])), None)
-        verdict = str(left) if left is not None else (f"never (NaN at {nan})" if nan else f"not by {last}")
-        last_valid = f"{valid[-1]['valid_bits_per_char']:.3f} (step {valid[-1]['step']})" if valid else "-"
-        device = meta.get("device", "cpu") + (" (float16 LSTMs emulated)" if meta.get("emulated_float16_lstms")
-                                              else "")
-        lines.append(f"| {name} | {variant.what} | {device} | {last} | {at} | {floor:.3f} | {verdict} | {last_valid} | "
-                     f"{speed[-1]:,.0f} |" if speed else f"| {name} | {variant.what} | {device} | 0 | | | | | |")
+    lines = ["| variant | what it changes | seed | device | steps | train loss at 50 / 100 / 150 / 200 / last "
+             "(nats/byte) | floor (nats/byte) | left the floor (loss < 95% of it) at step | last valid bits/char | "
+             "chars/s |", "|---|---|---:|---|---:|---|---:|---|---:|---:|"]
+    runs = [json.loads(p.read_text()) | {"folder": p.parent} for p in out_root.glob("*/variant.json")]
+    order = list(VARIANTS)
+    for meta in sorted(runs, key=lambda m: (order.index(m["variant"]), m.get("seed", 0))):
+        log = meta["folder"] / "log.jsonl"
+        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.is_file() else []
+        lines.append(table_row(meta, records))
     return "\n".join(lines)
+
+
+def table_row(meta: dict, records: list[dict]) -> str:
+    name, floor = meta["variant"], meta["floor_nats"]
+    device = meta.get("device", "cpu") + (" (float16 LSTMs emulated)" if meta.get("emulated_float16_lstms") else "")
+    first = f"| {name} | {VARIANTS[name].what} | {meta.get('seed', 0)} | {device}"
+    train = {r["step"]: r["train_loss"] for r in records if "train_loss" in r}
+    valid = [r for r in records if "valid_bits_per_char" in r]
+    speed = [r["chars_per_second"] for r in records if "chars_per_second" in r]
+    if not train or not speed:
+        return f"{first} | 0 | | | | | |"
+    last = max(train)
+    at = " / ".join(f"{train[s]:.3f}" if s in train else "-" for s in (50, 100, 150, 200) if s <= last or s == 50)
+    at += f" / {train[last]:.3f}"
+    left = next((s for s in sorted(train) if train[s] < FLOOR_SHARE * floor), None)
+    nan = next((s for s in sorted(train) if not math.isfinite(train[s])), None)
+    verdict = str(left) if left is not None else (f"never (NaN at {nan})" if nan else f"not by {last}")
+    last_valid = f"{valid[-1]['valid_bits_per_char']:.3f} (step {valid[-1]['step']})" if valid else "-"
+    return f"{first} | {last} | {at} | {floor:.3f} | {verdict} | {last_valid} | {speed[-1]:,.0f} |"
 
 
 def main() -> None:
@@ -198,12 +211,13 @@ def main() -> None:
     budget.add_argument("--steps", type=int)
     budget.add_argument("--minutes", type=float)
     run.add_argument("--threads", type=int, default=None)
+    run.add_argument("--seed", type=int, default=0, help="another seed runs in OUT/<variant>-seed<N>")
     run.add_argument("--tiny", action="store_true")
     sub.add_parser("table")
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "plateau")
     args = parser.parse_args()
     if args.command == "run":
-        run_variant(args.variant, args.out, args.steps, args.minutes, args.threads, args.tiny)
+        run_variant(args.variant, args.out, args.steps, args.minutes, args.threads, args.tiny, args.seed)
     else:
         print(table(args.out))
 
