@@ -127,6 +127,18 @@ def test_the_matrix_clock_counts_runs_and_estimates_the_time_left(monkeypatch):
     monkeypatch.setattr(eta.time, "monotonic", lambda: now[0])
     clock = eta.MatrixClock([1e12, 1e12, 2e12], at_once=2)
     now[0] = 110.0  # 1e12 FLOPs in 10 s: 0.1 TFLOP/s; 3e12 left: 30 s
-    line = clock.finished([1e12])
-    assert line.startswith("1 done, 2 running, 0 waiting; about 30 s left (3e+12 planned training FLOPs at the 100 "
-                           "GFLOP/s") and clock.finished([1e12, 2e12]) == "3 done, 0 running, 0 waiting"
+    line = clock.finished([1e12], trained=[True])
+    assert line.startswith("1 finished, 2 running, 0 waiting; about 30 s left (3e+12 planned training FLOPs at the "
+                           "100 GFLOP/s")
+    assert clock.finished([1e12, 2e12], [True, True]) == "3 finished, 0 running, 0 waiting"
+
+
+def test_a_run_that_failed_at_once_does_not_count_as_trained_flops(monkeypatch):
+    from bench.study import eta
+
+    now = [100.0]
+    monkeypatch.setattr(eta.time, "monotonic", lambda: now[0])
+    clock = eta.MatrixClock([1e12, 1e12, 1e12, 1e12], at_once=1)
+    assert clock.finished([1e12], trained=[False]) == "1 finished, 1 running, 2 waiting"  # no rate measured yet
+    now[0] = 110.0  # one run trained in 10 s: 0.1 TFLOP/s; two runs left: 20 s (not 30, not 0.2 s)
+    assert "about 20 s left (2e+12 planned training FLOPs at the 100 GFLOP/s" in clock.finished([1e12], [True])

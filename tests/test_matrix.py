@@ -307,24 +307,42 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     shutil.rmtree(results)
 
 
-@pytest.mark.slow
-def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
-    """Ctrl-C (SIGINT to the terminal's process group) stops `run-matrix --jobs 2`: the two runs in progress
-    checkpoint and are recorded as interrupted, nothing new starts, exit 130 with the resume hint."""
-    import os
-    import signal
+def _parallel_matrix(toy, repo):
+    """`run-matrix --jobs 2` of six long runs, started in its own process group (as a terminal would)."""
     import subprocess
     import sys
-    import time
 
     config_path, results, data = toy
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
                            .replace('"word:60"]', '"word:60"]\nseed = [0, 1]', 1).replace("seed = [0]\n", "")
                            .replace("chars = 3_000", "chars = 300_000_000").split("[[include]]")[0])
-    process = subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config_path), "--jobs", "2",
-                                "--threads", "1", "--results", str(results), "--data-dir", str(data), "--quiet"],
-                               cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    return subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config_path), "--jobs", "2",
+                             "--threads", "1", "--results", str(results), "--data-dir", str(data), "--quiet"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _ctrl_c(process) -> str:
+    """SIGINT to the matrix's process group; its stderr once it has exited 130, as Ctrl-C's exit, within a minute."""
+    import os
+    import signal
+
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "run the same command again to resume" in stderr and "Traceback" not in stderr
+    return stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
+    """Ctrl-C (SIGINT to the terminal's process group) stops `run-matrix --jobs 2`: the two runs in progress
+    checkpoint and are recorded as interrupted, nothing new starts, exit 130 with the resume hint."""
+    import time
+
+    _, results, _ = toy
+    process = _parallel_matrix(toy, repo)
+
     def training():
         return [p.parent for p in results.glob("*/log.jsonl") if not (p.parent / "result.json").exists()]
 
@@ -332,10 +350,7 @@ def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
     while len(training()) < 2 and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.2)
     assert len(training()) == 2, "two runs were never training at once"
-    os.killpg(process.pid, signal.SIGINT)
-    _, stderr = process.communicate(timeout=240)
-    assert process.returncode == 130, stderr
-    assert "run the same command again to resume" in stderr and "Traceback" not in stderr
+    _ctrl_c(process)
     rows = read_csv(results / "runs.csv")
     assert len(rows) == 6
     assert sorted(row["status"] for row in rows) == ["interrupted"] * 2 + ["new"] * 4, rows
@@ -345,6 +360,35 @@ def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
             assert (folder / "checkpoint.pt").is_file() and "SIGINT" in row["error"]
         else:
             assert not (folder / "log.jsonl").exists()  # never started
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_workers_start_leaves_every_run_to_resume(toy, repo):
+    """Ctrl-C as soon as the worker processes exist, while they are still importing torch: a worker that died of
+    it broke the pool ("worker died" failures, an executor traceback, a matrix that never exited)."""
+    import time
+    from pathlib import Path
+
+    _, results, _ = toy
+    process = _parallel_matrix(toy, repo)
+
+    def workers():
+        found = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                if f"PPid:\t{process.pid}\n" in status.read_text():
+                    found.append(status.parent)
+            except OSError:  # gone meanwhile
+                pass
+        return [p for p in found if b"spawn_main" in (p / "cmdline").read_bytes()]
+
+    deadline = time.monotonic() + 240
+    while not workers() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.01)
+    assert workers(), "no worker process was ever started"
+    _ctrl_c(process)
+    rows = read_csv(results / "runs.csv")
+    assert len(rows) == 6 and not [r for r in rows if r["status"] not in ("new", "interrupted")], rows
 
 
 def test_the_attack_sentence_and_figure_never_pool_texts_or_matching_rules():

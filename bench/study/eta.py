@@ -17,20 +17,23 @@ class MatrixClock:
     planned_flops: list[float]  # each run's planned training FLOPs (0 when unknown)
     at_once: int  # runs that train at the same time
     started: float = field(default_factory=lambda: time.monotonic())
-    done: int = 0
-    done_flops: float = 0.0
+    finished_runs: int = 0
+    trained_flops: float = 0.0  # of the runs that trained to their end: the rate's numerator
+    dropped_flops: float = 0.0  # planned for runs that ended otherwise (failed, interrupted): neither done nor left
 
-    def finished(self, flops: list[float]) -> str:
-        """Count these runs as finished; the line to print."""
-        self.done += len(flops)
-        self.done_flops += sum(flops)
-        left = len(self.planned_flops) - self.done
+    def finished(self, flops: list[float], trained: list[bool]) -> str:
+        """Count these runs as finished, ``trained`` saying which trained to their end (a run that failed at once
+        would otherwise count its whole plan as trained in no time); the line to print."""
+        self.finished_runs += len(flops)
+        self.trained_flops += sum(f for f, t in zip(flops, trained) if t)
+        self.dropped_flops += sum(f for f, t in zip(flops, trained) if not t)
+        left = len(self.planned_flops) - self.finished_runs
         running = min(self.at_once, left)
-        line = f"{self.done} done, {running} running, {left - running} waiting"
+        line = f"{self.finished_runs} finished, {running} running, {left - running} waiting"
         elapsed = time.monotonic() - self.started
-        if left and self.done_flops > 0 and elapsed > 0:
-            rate = self.done_flops / elapsed
-            remaining = max(sum(self.planned_flops) - self.done_flops, 0.0)
+        if left and self.trained_flops > 0 and elapsed > 0:
+            rate = self.trained_flops / elapsed
+            remaining = max(sum(self.planned_flops) - self.trained_flops - self.dropped_flops, 0.0)
             line += (f"; about {duration(remaining / rate)} left ({remaining:.3g} planned training FLOPs at the "
                      f"{flops_rate(rate / 1e12)} measured so far)")
         return line

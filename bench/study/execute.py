@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -121,7 +122,8 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
                 run.status = record.status
                 error = f": {record.error}" if record.error else outcome_of(run.run_dir)
                 print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
-            print(f"    {clock.finished([run.train_flops or 0.0 for run in pending])}", file=sys.stderr)
+            trained = [run.status is RunStatus.DONE for run in pending]
+            print(f"    {clock.finished([run.train_flops or 0.0 for run in pending], trained)}", file=sys.stderr)
             write_runs_table(outcome.chains, config, results, outcome.pretrained)
     except KeyboardInterrupt:
         write_runs_table(outcome.chains, config, results, outcome.pretrained)
@@ -199,6 +201,9 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
             gpu_queue.put(k % n_gpus)
     settings = WorkerSettings(log_to_file=True, show_progress=True, threads=threads)  # lines in each train.log
     stopped = ctx.Event()
+    # Workers are started with Ctrl-C held (blocked, not lost): one that got it while still importing would die and
+    # break the pool. Each worker takes it once its handler is set (init_worker), this process once it waits below.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,
                                initargs=(gpu_queue, os.getpid(), stopped))
     futures = {pool.submit(worker_chain, [r.resolved.to_json() for r in pending], settings): pending
@@ -207,6 +212,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
     try:
         while waiting:
             try:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
                 for future in as_completed(set(waiting)):
                     waiting.discard(future)
                     if future.cancelled():
@@ -227,6 +233,7 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
                 interrupted = True
                 _stop_all(stopped, waiting)
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         pool.shutdown(wait=not abandon, cancel_futures=True)
     if interrupted:
         raise KeyboardInterrupt

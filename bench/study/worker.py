@@ -133,6 +133,7 @@ def init_worker(gpu_queue, parent: int, stopped) -> None:
     global _MATRIX_STOPPED
     _MATRIX_STOPPED = stopped
     signal.signal(signal.SIGINT, _note_interrupt)  # between chains; see worker_chain
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the matrix started this process
     if gpu_queue is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
     threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()
