@@ -201,7 +201,8 @@ def test_parallel_jobs(toy, capsys):
         assert "valid" in log and log.count("step ") >= 2 and "evaluated test" in log, log
     progress = capsys.readouterr().err  # after each finished run: how far the matrix is, and the time left
     runs = len([r for c in outcome.chains for r in c])
-    assert f"1 done, 2 running, {runs - 3} waiting" in progress and f"{runs} done, 0 running, 0 waiting" in progress
+    assert f"1 finished, 2 running, {runs - 3} waiting" in progress
+    assert f"{runs} finished, 0 running, 0 waiting" in progress
     assert "left (" in progress and "planned training FLOPs" in progress
     for run in (run for chain in outcome.chains for run in chain):  # the threads are the run's provenance
         assert json.loads((run.run_dir / "result.json").read_text())["provenance"]["device"]["threads"] == 1
