@@ -112,6 +112,16 @@ def test_a_cluster_job_whose_time_is_up_checkpoints_is_requeued_and_resumes(data
         json.loads((local / "result.json").read_text())["metrics"]["test"]["total_nll_nats"]
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="about a machine without a GPU")
+def test_submitit_local_on_a_machine_without_a_gpu_makes_cpu_jobs(data_dir, tmp_path, cli):
+    config = tmp_path / "toy.toml"
+    config.write_text(TOY)
+    dry = cli("run-matrix", str(config), "--launcher", "submitit-local", "--dry-run", "--data-dir", str(data_dir),
+              "--results", str(tmp_path / "r"))
+    assert dry.returncode == 0, dry.stderr  # was refused: "--gpus-per-run 1 but this machine has 0 GPU(s)"
+    assert ClusterSettings("submitit-local").gpus_per_run == 0 and ClusterSettings("slurm").gpus_per_run == 1
+
+
 def test_the_slurm_launcher_needs_slurm(data_dir, tmp_path, cli, one_line_error):
     config = tmp_path / "toy.toml"
     config.write_text(TOY)

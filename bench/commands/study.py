@@ -30,7 +30,8 @@ def run_matrix_command(
     launcher: str = typer.Option("local", "--launcher", help="local: processes of this machine (--jobs); slurm: "
                                  "a Slurm job array through submitit; submitit-local: the same jobs run here."),
     partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
-    gpus_per_run: Optional[int] = typer.Option(None, "--gpus-per-run", help="GPUs of each job (default 1; more "
+    gpus_per_run: Optional[int] = typer.Option(None, "--gpus-per-run", help="GPUs of each job (default 1; 0 for "
+                                               "submitit-local on a machine without a GPU; more "
                                                "than 1: one run on that many processes, DistributedDataParallel).",
                                                show_default=False),
     time_limit: Optional[int] = typer.Option(None, "--time-limit", help="Minutes per job (default 240); a job "

@@ -35,12 +35,19 @@ LAUNCHERS = ("local", "slurm", "submitit-local")
 class ClusterSettings:
     launcher: str = "slurm"  # slurm, or submitit-local for a try on this machine
     partition: str | None = None
-    gpus_per_run: int = 1
+    gpus_per_run: int | None = None  # None: 1, but 0 for submitit-local on a machine without a GPU (a CPU job)
     time_limit_min: float = 240
     max_parallel: int | None = None  # jobs of the array running at once
     wait: bool = False  # wait for the jobs (always with submitit-local)
     signal_delay_s: int | None = None  # SIGUSR2 this long before the time limit (None: submitit's default)
     threads: int | None = None  # torch CPU threads of each job (--threads)
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_run is None:
+            import torch
+
+            cpu_only = self.launcher == "submitit-local" and not torch.cuda.is_available()
+            object.__setattr__(self, "gpus_per_run", 0 if cpu_only else 1)
 
     def check(self) -> None:
         if self.launcher not in LAUNCHERS:
