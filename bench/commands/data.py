@@ -154,15 +154,23 @@ def baselines_command(
 ) -> None:
     """Bits per byte of classical compressors (gzip, bzip2, xz, zstd, brotli, PPMd) on a corpus's splits, alone
     and primed with its train split: the baselines a language model must beat. Cached by the files' sha256."""
-    from bench.data.compressors import compressor_baselines
+    from bench.data.compressors import MIN_SPLIT_BYTES, compressor_baselines
     from bench.text_tables import text_table
 
     table = compressor_baselines(dataset, split_list(splits), data_dir, progress=not quiet)
     if as_json:
-        print(json.dumps(table.to_json(), indent=2))
+        print(json.dumps({**table.to_json(), "cache": table.cache}, indent=2))
         return
-    rows = [{"split": b.split, "method": b.method, "bits/byte cold": b.bits_per_byte_cold,
-             "bits/byte primed": b.bits_per_byte_primed, "settings": b.settings} for b in table.baselines]
+    rows = []
+    for b in table.baselines:
+        small = f"too small: {b.split_bytes:,} bytes"  # a number here would be mostly the container's header
+        rows.append({"split": b.split, "method": b.method, "bits/byte cold": small if b.too_small else
+                     b.bits_per_byte_cold, "bits/byte primed": small if b.too_small else b.bits_per_byte_primed,
+                     "settings": b.settings})
     print(text_table(rows, ["split", "method", "bits/byte cold", "bits/byte primed", "settings"]))
     status = ", ".join(f"{s} {d['status']}" for s, d in table.splits.items())
-    print(f"primed = size(train + split) - size(train), per byte of the split; data: {status}")
+    print(f"primed = size(train + split) - size(train), per byte of the split; data: {status}; figures "
+          f"{table.cache}")
+    if any(b.too_small for b in table.baselines):
+        print(f"a split under {MIN_SPLIT_BYTES:,} bytes gets no figure: a compressor's fixed header bytes would "
+              f"be much of it")
