@@ -120,6 +120,7 @@ def data_synthesize(
 ) -> None:
     """Write a synthetic stand-in for a corpus this machine cannot fetch, in its format, for tests and scale
     benchmarks only: it fails the official checksum, so everything computed from it says verified: false."""
+    from bench.data.corpora import ENWIK8_HOLDOUT
     from bench.data.paths import resolve_mirror
     from bench.data.synthetic import wikitext_source, write_enwik8_like
     from bench.data.synthetic_wikitext103 import write_wikitext103_like
@@ -134,6 +135,10 @@ def data_synthesize(
     size = default_size if size is None else size
     if not 1 <= size <= 10**10:
         raise BenchError(f"--bytes must be from 1 to 10,000,000,000, not {size:,}")
+    if corpus == "enwik8" and size <= 2 * ENWIK8_HOLDOUT:  # fetch cuts it at fixed offsets: train would be empty
+        raise BenchError(f"--bytes {size:,} is too small for enwik8's cut (test: the last {ENWIK8_HOLDOUT:,} bytes, "
+                         f"valid: the {ENWIK8_HOLDOUT:,} before, train: the rest; 90/5/5 of the real 100,000,000): "
+                         f"give --bytes of at least {2 * ENWIK8_HOLDOUT + 1:,}")
     if not source:
         mirror = resolve_mirror(None)
         source = sorted((mirror / "wikitext-2").glob("*.tokens")) if mirror else []
