@@ -693,3 +693,25 @@ def test_a_full_disk_while_caching_encoded_splits_is_one_line_and_leaves_no_cach
         left = sorted(str(p.relative_to(full)) for p in full.rglob("*") if "encoded" in str(p))
         assert left == [] and not any("encoded" in p for p in before)
 
+
+def test_a_full_disk_while_adding_a_corpus_leaves_no_folder_and_the_old_corpus(sandbox, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    real = Path.write_bytes
+
+    def full(self, data):  # half the bytes, then the disk is full
+        real(self, data[:len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    argv = ["data", "add", "mine", "--train", sandbox["train_text"], "--valid", sandbox["text"], "--test",
+            str(Path(sandbox["sandbox"]) / "test.txt")]
+    kept = tmp_path / "kept"
+    assert call(argv + ["--data-dir", str(kept)])[0] == 0  # a corpus there already: the add would replace it
+    before = files_under(kept)
+    monkeypatch.setattr(Path, "write_bytes", full)
+    for data in (tmp_path / "new" / "data", kept):
+        code, _, err = call(argv[:4] + [sandbox["train_prefix"]] + argv[5:] + ["--data-dir", str(data)])
+        assert code == 1 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+        assert "disk is full" in err
+    assert not (tmp_path / "new").exists() and files_under(kept) == before
