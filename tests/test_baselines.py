@@ -125,6 +125,13 @@ def test_a_tampered_cached_figure_is_measured_again(repeated, capsys):
     cache.write_text(json.dumps(stored))
     assert compressor_baselines("rep", ("test",), repeated) == table
     assert "measuring again" in capsys.readouterr().err
+    # a figure edited and the digest written again: the figure does not follow from the entry's sizes
+    stored = json.loads(cache.read_text())
+    stored.pop("sha256")
+    stored["baselines"][0]["bits_per_byte_cold"] = 0.001
+    cache.write_text(json.dumps({**stored, "sha256": compressors._digest(stored)}))
+    assert compressor_baselines("rep", ("test",), repeated) == table
+    assert "do not follow from its compressed sizes" in capsys.readouterr().err
 
 
 def test_a_split_too_small_for_a_compressor_gets_a_label_not_a_figure(tmp_path, make_text, cli_here):

@@ -157,10 +157,10 @@ def _cached(path: Path, corpus: str, opened: dict[str, SplitData], splits: tuple
         # every figure recomputed from the entry's sizes and the split files' sizes: an edited figure differs
         rederived = [_baseline(methods[b.method], b.split, opened[b.split].size, b.compressed_bytes_cold,
                                b.primed_bytes) for b in table.baselines]
+        measured_on = {s: (d["sha256"], d["size"]) for s, d in table.splits.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # a cache is rebuilt, never trusted
         problem = f"is not a readable baselines table ({exc})"
     else:
-        measured_on = {s: (d["sha256"], d["size"]) for s, d in table.splits.items()}
         if digest != _digest(stored):
             problem = "does not match the digest written with it (edited or cut short)"
         elif (table.corpus, table.methods_version, measured_on) != (
