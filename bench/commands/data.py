@@ -110,7 +110,8 @@ def data_add(
 @app.command("synthesize")
 def data_synthesize(
     corpus: str = typer.Argument(..., help="The corpus to stand in for: enwik8 or wikitext-103."),
-    size: Optional[int] = typer.Option(None, "--bytes", help="enwik8: bytes of the file (default 100,000,000); "
+    size: Optional[int] = typer.Option(None, "--bytes", help="enwik8: bytes of the file (default 100,000,000; at "
+                                       "least 10,000,001, as fetch cuts its last 10,000,000 into valid and test); "
                                        "wikitext-103: about the bytes of the train file (default 540,000,000)."),
     out: Path = typer.Option(..., "--out", help="Folder for the archive (enwik8.zip or wikitext-103-v1.zip): give "
                              "it to bench data fetch CORPUS --mirror DIR --allow-unverified."),
