@@ -39,26 +39,49 @@ def sha256_bytes(data: bytes) -> str:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
+def new_folders_for(path: str | Path) -> Iterator[None]:
+    """Make the folders above ``path``; if that or the block fails (a full disk), remove those of them left empty,
+    so that a failed write leaves no empty folders behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_path = None
+    made = []
+    for folder in path.parents:  # innermost first: the ones missing now are the ones this write makes
+        if folder.exists():
+            break
+        made.append(folder)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        tmp_path = Path(tmp)
-        yield tmp_path
-        # mkstemp creates the file private (0600); give it the mode an ordinary open() would.
-        os.chmod(tmp_path, 0o666 & ~_umask())
-        os.replace(tmp_path, path)
-    except OSError as exc:  # name the user's file, not the temporary one beside it
-        if exc.filename and Path(exc.filename).name.startswith(f".{path.name}.") and exc.filename != str(path):
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield
+    except BaseException:
+        for folder in made:  # one that holds files now keeps the folders above it too
+            if folder.is_dir():
+                if any(folder.iterdir()):
+                    break
+                folder.rmdir()
         raise
-    finally:
-        if tmp_path is not None and tmp_path.exists():
-            tmp_path.unlink()
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds (else neither the
+    temporary file nor the folders made for it are left)."""
+    path = Path(path)
+    tmp_path = None
+    with new_folders_for(path):
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            tmp_path = Path(tmp)
+            yield tmp_path
+            # mkstemp creates the file private (0600); give it the mode an ordinary open() would.
+            os.chmod(tmp_path, 0o666 & ~_umask())
+            os.replace(tmp_path, path)
+        except OSError as exc:  # name the user's file, not the temporary one beside it
+            if exc.filename and Path(exc.filename).name.startswith(f".{path.name}.") and exc.filename != str(path):
+                raise OSError(exc.errno, exc.strerror, str(path)) from None
+            raise
+        finally:
+            if tmp_path is not None and tmp_path.exists():
+                tmp_path.unlink()
 
 
 def _umask() -> int:

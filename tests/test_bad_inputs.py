@@ -375,10 +375,18 @@ CASES = [
                                                            "--source", "{text}"], "holds no WikiText article"),
     ("a stand-in of no bytes", ["data", "synthesize", "enwik8", "--bytes", "0", "--out", "{new}", "--source",
                                 "{text}"], "--bytes must be from 1"),
-    ("a stand-in from text without articles", ["data", "synthesize", "enwik8", "--bytes", "1000", "--out",
+    ("a stand-in from text without articles", ["data", "synthesize", "enwik8", "--bytes", "20000000", "--out",
                                                "{new}", "--source", "{sandbox}/missing.txt"], "no WikiText file"),
-    ("a stand-in from a text of no articles", ["data", "synthesize", "enwik8", "--bytes", "1000", "--out", "{new}",
-                                               "--source", "{text}"], "holds no WikiText article"),
+    ("a stand-in from a text of no articles", ["data", "synthesize", "enwik8", "--bytes", "20000000", "--out",
+                                               "{new}", "--source", "{text}"], "holds no WikiText article"),
+    ("a stand-in from a binary file", ["data", "synthesize", "wikitext-103", "--out", "{new}", "--source",
+                                       "{binary}"], "is not UTF-8 text"),
+    ("a stand-in from WikiText in Latin-1", ["data", "synthesize", "wikitext-103", "--out", "{new}", "--source",
+                                             "{latin1}"], "is not UTF-8 text"),
+    ("an enwik8 stand-in of one byte", ["data", "synthesize", "enwik8", "--bytes", "1", "--out", "{new}",
+                                        "--source", "{wikitext}"], "--bytes of at least 10,000,001"),
+    ("an enwik8 stand-in too small for its cut", ["data", "synthesize", "enwik8", "--bytes", "300000", "--out",
+                                                  "{new}", "--source", "{wikitext}"], "--bytes of at least 10,000,001"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -421,6 +429,9 @@ def sandbox(tmp_path_factory, make_toy_corpus):
     places["binary"], places["blank"] = root / "binary.bin", root / "blank.txt"
     places["binary"].write_bytes(bytes(range(256)) * 20)
     places["blank"].write_text("\n" * 8)
+    places["wikitext"], places["latin1"] = root / "wiki.tokens", root / "latin1.tokens"
+    places["wikitext"].write_text(" = Zürich = \n \n Zürich is a city in Switzerland . \n")
+    places["latin1"].write_bytes(places["wikitext"].read_text().encode("latin-1"))
     places["train_text"], places["train_prefix"] = paths["train"], root / "prefix.txt"
     places["train_prefix"].write_text(paths["train"].read_text()[:2000])
     places["transformer_run"] = root / "transformer"
@@ -681,3 +692,26 @@ def test_a_full_disk_while_caching_encoded_splits_is_one_line_and_leaves_no_cach
         assert "disk is full" in lines[-1] and "requested" not in lines[-1], err
         left = sorted(str(p.relative_to(full)) for p in full.rglob("*") if "encoded" in str(p))
         assert left == [] and not any("encoded" in p for p in before)
+
+
+def test_a_full_disk_while_adding_a_corpus_leaves_no_folder_and_the_old_corpus(sandbox, tmp_path, monkeypatch):
+    import errno
+    import os
+
+    real = Path.write_bytes
+
+    def full(self, data):  # half the bytes, then the disk is full
+        real(self, data[:len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    argv = ["data", "add", "mine", "--train", sandbox["train_text"], "--valid", sandbox["text"], "--test",
+            str(Path(sandbox["sandbox"]) / "test.txt")]
+    kept = tmp_path / "kept"
+    assert call(argv + ["--data-dir", str(kept)])[0] == 0  # a corpus there already: the add would replace it
+    before = files_under(kept)
+    monkeypatch.setattr(Path, "write_bytes", full)
+    for data in (tmp_path / "new" / "data", kept):
+        code, _, err = call(argv[:4] + [sandbox["train_prefix"]] + argv[5:] + ["--data-dir", str(data)])
+        assert code == 1 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+        assert "disk is full" in err
+    assert not (tmp_path / "new").exists() and files_under(kept) == before

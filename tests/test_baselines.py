@@ -17,7 +17,7 @@ def repeated(tmp_path, make_text):
     train = make_text(n_lines=200, seed=1)
     paths = {"train": tmp_path / "train.txt", "valid": tmp_path / "valid.txt", "test": tmp_path / "test.txt"}
     paths["train"].write_text(train)
-    paths["valid"].write_text(make_text(n_lines=40, seed=2))
+    paths["valid"].write_text(make_text(n_lines=120, seed=2))  # above MIN_SPLIT_BYTES: it gets figures
     paths["test"].write_text(train[-6000:])  # within every method's reach, gzip's 32 KiB window included
     add_user_corpus("rep", paths, tmp_path / "data", allow_overlap=True)
     return tmp_path / "data"
@@ -107,3 +107,89 @@ def test_a_report_uses_only_baselines_of_the_files_its_runs_used(repeated):
     found = study_baselines(other, {"rep": str(repeated)})
     assert not found.tables and flag_worse_than_compressors(other, found).tolist() == ["", "", ""]
     assert "not the one these runs used" in summary(found, other)
+
+
+def test_a_tampered_cached_figure_is_measured_again(repeated, capsys):
+    table = compressor_baselines("rep", ("test",), repeated)
+    cache = next((repeated / "cache" / "baselines").glob("rep-*.json"))
+    stored = json.loads(cache.read_text())
+    stored["baselines"][0]["bits_per_byte_cold"] = 0.001  # the issue's edit: a figure no compressor reaches
+    cache.write_text(json.dumps(stored))
+    capsys.readouterr()
+    assert compressor_baselines("rep", ("test",), repeated) == table
+    assert "measuring again" in capsys.readouterr().err
+    # a size edited together with its figure: consistent, but not what was written with the entry's digest
+    stored = json.loads(cache.read_text())
+    row = stored["baselines"][0]
+    row.update(compressed_bytes_cold=1, bits_per_byte_cold=8 / row["split_bytes"])
+    cache.write_text(json.dumps(stored))
+    assert compressor_baselines("rep", ("test",), repeated) == table
+    assert "measuring again" in capsys.readouterr().err
+    # a figure edited and the digest written again: the figure does not follow from the entry's sizes
+    stored = json.loads(cache.read_text())
+    stored.pop("sha256")
+    stored["baselines"][0]["bits_per_byte_cold"] = 0.001
+    cache.write_text(json.dumps({**stored, "sha256": compressors._digest(stored)}))
+    assert compressor_baselines("rep", ("test",), repeated) == table
+    assert "do not follow from its compressed sizes" in capsys.readouterr().err
+
+
+def test_a_split_too_small_for_a_compressor_gets_a_label_not_a_figure(tmp_path, make_text, cli_here):
+    paths = {"train": tmp_path / "train.txt", "valid": tmp_path / "valid.txt", "test": tmp_path / "test.txt"}
+    paths["train"].write_text(make_text(n_lines=200, seed=1))
+    paths["valid"].write_text("ab\n")  # 3 bytes: a container's header alone is 20 to 60 bytes
+    paths["test"].write_text(make_text(n_lines=150, seed=2))
+    add_user_corpus("small", paths, tmp_path / "data")
+    table = compressor_baselines("small", ("valid", "test"), tmp_path / "data")
+    for b in table.baselines:
+        small = b.split == "valid"
+        assert (b.bits_per_byte_cold is None) == small and (b.bits_per_byte_primed is None) == small, b
+        assert b.compressed_bytes_cold > 0  # the size is kept; only the rate is withheld
+    done = cli_here("baselines", "small", "--splits", "valid,test", "--data-dir", str(tmp_path / "data"), "--quiet")
+    valid = [line for line in done.stdout.splitlines() if line.startswith("valid")]
+    assert done.returncode == 0 and len(valid) == len(METHODS), done.stdout
+    assert all(line.count("too small: 3 bytes") == 2 for line in valid), done.stdout
+
+
+def _half_written_then_full(monkeypatch):
+    """Every Path.write_bytes from now on writes half its bytes, then fails as a full disk does."""
+    import errno
+    import os
+    from pathlib import Path
+
+    real = Path.write_bytes
+
+    def full(self, data):
+        real(self, data[:len(data) // 2])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+
+
+def test_a_cache_that_cannot_be_written_still_gives_every_figure_and_says_so(repeated, monkeypatch, cli_here):
+    import pandas as pd
+
+    from bench.study.compressor_rows import study_baselines
+
+    _half_written_then_full(monkeypatch)
+    done = cli_here("baselines", "rep", "--splits", "test", "--data-dir", str(repeated))
+    assert done.returncode == 0, done.stderr
+    assert sum(line.startswith("test ") for line in done.stdout.splitlines()) == len(METHODS), done.stdout
+    assert "not cached" in done.stdout + done.stderr and "cached afterwards" not in done.stderr
+    assert not (repeated / "cache").exists()  # neither a half-written entry nor the folders made for it
+    table = compressor_baselines("rep", ("test",), repeated)
+    sha = {s: table.splits[s]["sha256"] for s in ("train", "test")}
+    runs = pd.DataFrame([{"dataset": "rep", "data_sha256_train": sha["train"], "data_sha256_test": sha["test"]}])
+    found = study_baselines(runs, {"rep": str(repeated)})  # a report on this folder keeps its compressor rows
+    assert list(found.tables) == ["rep"] and not found.missing
+
+
+def test_a_read_only_data_folder_gives_every_figure_and_says_it_was_not_cached(repeated, tmp_path, cli_here):
+    from tests.test_bad_inputs import mounted
+
+    with mounted(tmp_path / "ro", "--bind", "-o", "ro", str(repeated)) as ro:
+        done = cli_here("baselines", "rep", "--splits", "valid,test", "--data-dir", str(ro))
+    assert done.returncode == 0, done.stderr
+    assert sum(line.startswith(("valid ", "test ")) for line in done.stdout.splitlines()) == 2 * len(METHODS)
+    assert "not cached" in done.stdout + done.stderr and "cached afterwards" not in done.stderr
+    assert "Read-only file system" in done.stdout + done.stderr  # why

@@ -24,3 +24,12 @@ def test_failed_atomic_write_leaves_old_file_and_no_temporary(tmp_path):
             raise RuntimeError("crash")
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table.csv"]
+
+
+def test_failed_atomic_write_leaves_no_folder_it_made(tmp_path):
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(OSError):
+        with atomic_path(tmp_path / "kept" / "cache" / "baselines" / "entry.json") as tmp:
+            tmp.write_text("half")
+            raise OSError(28, "No space left on device")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["kept"]

@@ -86,3 +86,25 @@ def test_a_wikitext103_stand_in_has_its_layout_a_growing_vocabulary_and_takes_th
     test = members["wikitext-103/wiki.test.tokens"]
     starts, kind = document_starts(test)
     assert kind == "article" and len(starts) == test.count("\n = ") - test.count("\n = = ") >= 3
+
+
+@pytest.mark.parametrize("corpus,size", [("enwik8", 20_000_000), ("wikitext-103", 1_000)])
+def test_a_full_disk_while_synthesizing_leaves_no_archive_and_no_folder(mirror, tmp_path, monkeypatch, cli_here,
+                                                                        corpus, size):
+    import errno
+    import os
+
+    real, written = zipfile._ZipWriteFile.write, [0]
+
+    def fills_up(self, data):  # the disk fills 200 kB into the archive
+        if written[0] > 200_000:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written[0] += len(data)
+        return real(self, data)
+
+    monkeypatch.setattr(zipfile._ZipWriteFile, "write", fills_up)
+    done = cli_here("data", "synthesize", corpus, "--bytes", str(size), "--out", str(tmp_path / "out" / "here"),
+                    "--source", str(mirror / "wikitext-2" / "wiki.valid.tokens"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and "disk is full" in lines[0], done.stderr
+    assert sorted(tmp_path.iterdir()) == []  # neither a truncated archive nor the folders made for it

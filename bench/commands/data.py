@@ -110,7 +110,8 @@ def data_add(
 @app.command("synthesize")
 def data_synthesize(
     corpus: str = typer.Argument(..., help="The corpus to stand in for: enwik8 or wikitext-103."),
-    size: Optional[int] = typer.Option(None, "--bytes", help="enwik8: bytes of the file (default 100,000,000); "
+    size: Optional[int] = typer.Option(None, "--bytes", help="enwik8: bytes of the file (default 100,000,000; at "
+                                       "least 10,000,001, as fetch cuts its last 10,000,000 into valid and test); "
                                        "wikitext-103: about the bytes of the train file (default 540,000,000)."),
     out: Path = typer.Option(..., "--out", help="Folder for the archive (enwik8.zip or wikitext-103-v1.zip): give "
                              "it to bench data fetch CORPUS --mirror DIR --allow-unverified."),
@@ -120,6 +121,7 @@ def data_synthesize(
 ) -> None:
     """Write a synthetic stand-in for a corpus this machine cannot fetch, in its format, for tests and scale
     benchmarks only: it fails the official checksum, so everything computed from it says verified: false."""
+    from bench.data.corpora import ENWIK8_HOLDOUT
     from bench.data.paths import resolve_mirror
     from bench.data.synthetic import wikitext_source, write_enwik8_like
     from bench.data.synthetic_wikitext103 import write_wikitext103_like
@@ -134,6 +136,10 @@ def data_synthesize(
     size = default_size if size is None else size
     if not 1 <= size <= 10**10:
         raise BenchError(f"--bytes must be from 1 to 10,000,000,000, not {size:,}")
+    if corpus == "enwik8" and size <= 2 * ENWIK8_HOLDOUT:  # fetch cuts it at fixed offsets: train would be empty
+        raise BenchError(f"--bytes {size:,} is too small for enwik8's cut (test: the last {ENWIK8_HOLDOUT:,} bytes, "
+                         f"valid: the {ENWIK8_HOLDOUT:,} before, train: the rest; 90/5/5 of the real 100,000,000): "
+                         f"give --bytes of at least {2 * ENWIK8_HOLDOUT + 1:,}")
     if not source:
         mirror = resolve_mirror(None)
         source = sorted((mirror / "wikitext-2").glob("*.tokens")) if mirror else []
@@ -154,15 +160,23 @@ def baselines_command(
 ) -> None:
     """Bits per byte of classical compressors (gzip, bzip2, xz, zstd, brotli, PPMd) on a corpus's splits, alone
     and primed with its train split: the baselines a language model must beat. Cached by the files' sha256."""
-    from bench.data.compressors import compressor_baselines
+    from bench.data.compressors import MIN_SPLIT_BYTES, compressor_baselines
     from bench.text_tables import text_table
 
     table = compressor_baselines(dataset, split_list(splits), data_dir, progress=not quiet)
     if as_json:
-        print(json.dumps(table.to_json(), indent=2))
+        print(json.dumps({**table.to_json(), "cache": table.cache}, indent=2))
         return
-    rows = [{"split": b.split, "method": b.method, "bits/byte cold": b.bits_per_byte_cold,
-             "bits/byte primed": b.bits_per_byte_primed, "settings": b.settings} for b in table.baselines]
+    rows = []
+    for b in table.baselines:
+        small = f"too small: {b.split_bytes:,} bytes"  # a number here would be mostly the container's header
+        rows.append({"split": b.split, "method": b.method, "bits/byte cold": small if b.too_small else
+                     b.bits_per_byte_cold, "bits/byte primed": small if b.too_small else b.bits_per_byte_primed,
+                     "settings": b.settings})
     print(text_table(rows, ["split", "method", "bits/byte cold", "bits/byte primed", "settings"]))
     status = ", ".join(f"{s} {d['status']}" for s, d in table.splits.items())
-    print(f"primed = size(train + split) - size(train), per byte of the split; data: {status}")
+    print(f"primed = size(train + split) - size(train), per byte of the split; data: {status}; figures "
+          f"{table.cache}")
+    if any(b.too_small for b in table.baselines):
+        print(f"a split under {MIN_SPLIT_BYTES:,} bytes gets no figure: a compressor's fixed header bytes would "
+              f"be much of it")

@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.data.corpora import SPLITS
 from bench.data.store import SplitData, open_split
-from bench.fileio import atomic_path, write_bytes_atomic, write_text_atomic
+from bench.fileio import atomic_path, new_folders_for, write_bytes_atomic, write_text_atomic
 from tokenizers_study import FAMILIES, Tokenizer, TokenizerError, load_tokenizer, parse_scheme, train_tokenizer
 from tokenizers_study import base as tokenizer_base
 from tokenizers_study import text as tokenizer_text
@@ -98,19 +98,19 @@ def save_encoded(split: SplitData, tokenizer: Tokenizer, ids: np.ndarray) -> Pat
 
 
 def _write_encoded(path: Path, tokenizer: Tokenizer, ids: np.ndarray) -> None:
-    made = [folder for folder in (path.parent, path.parent.parent, path.parent.parent.parent) if not folder.exists()]
     ids = np.ascontiguousarray(np.asarray(ids).astype(id_dtype(tokenizer.vocab_size)))
     try:
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as f:
-                np.save(f, ids)
-        # written after the ids: an entry without its digest (an interrupted write) is encoded again
-        write_text_atomic(_digest_path(path), f"{array_digest(ids)} {len(ids)}\n")
+        with new_folders_for(path):  # the cache folders this write makes: none is left empty if it fails
+            try:
+                with atomic_path(path) as tmp:
+                    with open(tmp, "wb") as f:
+                        np.save(f, ids)
+                # written after the ids: an entry without its digest (an interrupted write) is encoded again
+                write_text_atomic(_digest_path(path), f"{array_digest(ids)} {len(ids)}\n")
+            except OSError:
+                path.unlink(missing_ok=True)  # ids without their digest would only be encoded again
+                raise
     except OSError as exc:
-        path.unlink(missing_ok=True)  # ids without their digest would only be encoded again
-        for folder in made:  # the cache folders this write made, innermost first: none is left empty
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
         if exc.errno is None:  # numpy's short write ("N requested and M written"): the disk is full
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
         raise

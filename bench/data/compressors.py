@@ -13,9 +13,16 @@ say little about tokenization. Each method is run two ways:
   own limit, stated in ``priming`` (a deflate window is 32 KiB, so priming gzip
   barely helps; an xz dictionary of 64 MiB holds all of WikiText-2's train).
 
+A split under :data:`MIN_SPLIT_BYTES` gets no bits per byte at all (its compressed
+sizes are kept): a container's fixed bytes would be most of the figure.
+
 Results are cached under ``<data-dir>/cache/baselines``, keyed by the sha256 of
 the split files and the method table's version, so a changed file is never read
-from the cache.
+from the cache. An entry is trusted only when it matches the digest written with
+it, names the sha256 and size of each split file it was measured on, and every
+figure in it follows from its compressed sizes; else it is measured again. A
+cache that cannot be written (a read-only or full disk) costs nothing but the
+time: the figures are measured and shown, and the output says they were not cached.
 """
 
 from __future__ import annotations
@@ -27,17 +34,22 @@ import json
 import lzma
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from bench.data.corpora import HELD_OUT, SPLITS
 from bench.data.store import SplitData, open_split
 from bench.errors import BenchError
-from bench.fileio import write_json_atomic
+from bench.fileio import sha256_bytes, write_json_atomic
 
 # Bump when a method or its settings change: cached figures of another version are not reused.
 METHODS_VERSION = 2
+
+# A split of fewer bytes gets no bits per byte, cold or primed: a container's fixed bytes (for one byte of input,
+# xz -9e writes 60, bzip2 37, gzip 21) would be much of the figure (3 bytes of text: 61 to 160 bits per byte),
+# and a primed difference a matter of block rounding. At 4 KiB of text xz's header is about 4% of its output.
+MIN_SPLIT_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -88,13 +100,17 @@ METHODS = (
 class Baseline:
     method: str
     split: str
-    bits_per_byte_cold: float
-    bits_per_byte_primed: float | None  # none for the train split itself
+    bits_per_byte_cold: float | None  # none for a split under MIN_SPLIT_BYTES
+    bits_per_byte_primed: float | None  # none for the train split itself, and for a split under MIN_SPLIT_BYTES
     compressed_bytes_cold: int
     primed_bytes: int | None  # size(train + split) - size(train)
     split_bytes: int
     settings: str
     priming: str
+
+    @property
+    def too_small(self) -> bool:
+        return self.split_bytes < MIN_SPLIT_BYTES
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,7 @@ class BaselineTable:
     splits: dict[str, dict]  # split -> {"sha256", "size", "status"}
     baselines: list[Baseline]
     methods_version: int = METHODS_VERSION
+    cache: str = field(default="", compare=False)  # whether the figures were read from the cache or cached now
 
     def best_primed(self, split: str = "test") -> Baseline | None:
         rows = [b for b in self.baselines if b.split == split and b.bits_per_byte_primed is not None]
@@ -124,26 +141,64 @@ def _cache_path(data_dir: Path, corpus: str, splits: dict[str, SplitData], measu
     return data_dir / "cache" / "baselines" / f"{corpus}-{key}.json"
 
 
+def _digest(entry: dict) -> str:
+    return sha256_bytes(json.dumps(entry, sort_keys=True).encode())
+
+
+def _cached(path: Path, corpus: str, opened: dict[str, SplitData], splits: tuple[str, ...]) -> BaselineTable | None:
+    """The cached table, or None when there is none or it is not trustworthy (then it is measured again)."""
+    if not path.is_file():
+        return None
+    methods = {m.name: m for m in METHODS}
+    try:
+        stored = json.loads(path.read_text())
+        digest = stored.pop("sha256", None)
+        table = BaselineTable.from_json(stored)
+        # every figure recomputed from the entry's sizes and the split files' sizes: an edited figure differs
+        rederived = [_baseline(methods[b.method], b.split, opened[b.split].size, b.compressed_bytes_cold,
+                               b.primed_bytes) for b in table.baselines]
+        measured_on = {s: (d["sha256"], d["size"]) for s, d in table.splits.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:  # a cache is rebuilt, never trusted
+        problem = f"is not a readable baselines table ({exc})"
+    else:
+        if digest != _digest(stored):
+            problem = "does not match the digest written with it (edited or cut short)"
+        elif (table.corpus, table.methods_version, measured_on) != (
+                corpus, METHODS_VERSION, {s: (d.sha256, d.size) for s, d in opened.items()}):
+            problem = "was measured on other files or with other methods"
+        elif ([(b.method, b.split) for b in table.baselines] != [(m.name, s) for m in METHODS for s in splits]
+              or table.baselines != rederived):
+            problem = "holds figures that do not follow from its compressed sizes (edited)"
+        else:
+            return replace(table, cache=f"read from the cache ({path})")
+    print(f"{path} {problem}; measuring again", file=sys.stderr)
+    return None
+
+
 def compressor_baselines(corpus: str, splits: tuple[str, ...] = HELD_OUT, data_dir: str | Path | None = None,
                          progress: bool = False) -> BaselineTable:
-    """Every method on each of ``splits`` of a fetched corpus, cold and primed with its train split; cached."""
+    """Every method on each of ``splits`` of a fetched corpus, cold and primed with its train split; cached when
+    the data folder can be written (``cache`` of the table says whether it was)."""
     unknown = [s for s in splits if s not in SPLITS]
     if unknown or not splits or len(set(splits)) < len(splits):
         raise BenchError(f"bad --splits {','.join(splits) or '(none)'}; use train, valid or test, comma-separated, "
                          f"each once")
     opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
     cache = _cache_path(opened["train"].data_dir, corpus, opened, tuple(splits))
-    if cache.is_file():
-        try:
-            return BaselineTable.from_json(json.loads(cache.read_text()))
-        except (ValueError, KeyError, TypeError) as exc:  # a cache is rebuilt, never trusted
-            print(f"{cache} is not a readable baselines table ({exc}); measuring again", file=sys.stderr)
+    table = _cached(cache, corpus, opened, tuple(splits))
+    if table is not None:
+        return table
     if progress:  # minutes on a large train split: say so before the first one
-        print(f"measuring compressor baselines of {corpus} ({', '.join(splits)}, primed with train; cached "
-              f"afterwards)", file=sys.stderr)
+        print(f"measuring compressor baselines of {corpus} ({', '.join(splits)}, primed with train)", file=sys.stderr)
     table = _measure(corpus, opened, tuple(splits), progress)
-    write_json_atomic(cache, table.to_json())
-    return table
+    entry = table.to_json()
+    try:
+        write_json_atomic(cache, {**entry, "sha256": _digest(entry)})
+    except OSError as exc:  # the figures stand without a cache; they are measured again next time
+        note = f"measured now, not cached ({exc.filename or cache}: {exc.strerror or exc})"
+        print(f"compressor baselines of {corpus}: {note}", file=sys.stderr)
+        return replace(table, cache=note)
+    return replace(table, cache=f"measured now, cached in {cache}")
 
 
 def _measure(corpus: str, opened: dict[str, SplitData], splits: tuple[str, ...], progress: bool) -> BaselineTable:
@@ -174,14 +229,17 @@ def _measure(corpus: str, opened: dict[str, SplitData], splits: tuple[str, ...],
             key = futures[future]
             sizes[key] = future.result()
             bar.update(sum(len(texts[p]) for p in jobs[key][1]))
-    rows = []
-    for m in METHODS:
-        for split in splits:
-            n, cold = len(texts[split]), sizes[(m.name, split)]
-            primed = None if split == "train" else sizes[(m.name, "train+" + split)] - sizes[(m.name, "train")]
-            # On a split of a few bytes, block and header effects can make train + split compress smaller than
-            # train: no rate at all, rather than a negative one.
-            rate = None if primed is None or primed <= 0 else 8 * primed / n
-            rows.append(Baseline(m.name, split, 8 * cold / n, rate, cold, primed, n, m.settings, m.priming))
+    rows = [_baseline(m, split, len(texts[split]), sizes[(m.name, split)],
+                      None if split == "train" else sizes[(m.name, "train+" + split)] - sizes[(m.name, "train")])
+            for m in METHODS for split in splits]
     described = {s: {"sha256": d.sha256, "size": d.size, "status": d.status} for s, d in opened.items()}
     return BaselineTable(corpus, described, rows)
+
+
+def _baseline(m: Method, split: str, n: int, cold: int, primed: int | None) -> Baseline:
+    """A row from its compressed sizes (of a measurement, or of a cached entry being checked)."""
+    if n < MIN_SPLIT_BYTES:
+        return Baseline(m.name, split, None, None, cold, primed, n, m.settings, m.priming)
+    # Block and header effects can make train + split compress smaller than train: no rate, not a negative one.
+    rate = None if primed is None or primed <= 0 else 8 * primed / n
+    return Baseline(m.name, split, 8 * cold / n, rate, cold, primed, n, m.settings, m.priming)

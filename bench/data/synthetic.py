@@ -7,7 +7,8 @@ format, MediaWiki XML: a ``<siteinfo>`` header, then ``<page>`` elements with ``
 ``[[links]]``, ``{{templates}}``, ``'''bold'''``, entities) and about 0.3% non-ASCII characters, as enwik8 has.
 The text comes from a WikiText file (articles under `` = Title = `` lines), shuffled and varied with a seeded
 generator, so the same arguments always give the same bytes. The file is written to the zip as it is made: memory
-stays bounded whatever N.
+stays bounded whatever N. It is written to a temporary file that becomes the archive only when whole: a full disk
+leaves no truncated archive.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import re
 import zipfile
 from pathlib import Path
 from typing import Iterator
+
+from bench.fileio import atomic_path
 
 HEADER = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.3/" '
           'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" version="0.3" xml:lang="en">\n'
@@ -114,10 +117,9 @@ def write_enwik8_like(source: str, size: int, out_dir: Path, seed: int = 0) -> P
     if not wikitext_articles(source):  # checked before any file is made
         raise BenchError("the source text holds no WikiText article (a ' = Title = ' line with text under it); give "
                          "WikiText files with --source")
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "enwik8.zip"
     written = 0
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive, \
+    with atomic_path(path) as scratch, zipfile.ZipFile(scratch, "w", compression=zipfile.ZIP_DEFLATED) as archive, \
             archive.open("enwik8", "w", force_zip64=size > 2**31) as member:
         for piece in enwik8_like_pages(source, seed):
             data = piece.encode("utf-8")[:size - written]
@@ -136,4 +138,11 @@ def wikitext_source(files: list[Path]) -> str:
     if missing or not files:
         raise BenchError(f"no WikiText file to draw articles from ({', '.join(missing) or 'none given'}); give "
                          f"--source FILE (e.g. the mirror's wikitext-2/wiki.valid.tokens)")
-    return "".join(f.read_text(encoding="utf-8") for f in files)
+    texts = []
+    for f in files:
+        try:
+            texts.append(f.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:  # a binary file, or text in another encoding
+            raise BenchError(f"--source {f} is not UTF-8 text ({exc.reason} at byte {exc.start:,}); give WikiText "
+                             f"files, which are UTF-8 (e.g. the mirror's wikitext-2/wiki.valid.tokens)") from None
+    return "".join(texts)

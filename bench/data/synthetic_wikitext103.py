@@ -9,7 +9,8 @@ headings, words and punctuation split by spaces, ``@-@`` joiners, ``<unk>`` for 
 shuffled on every pass; to reach WikiText-103's vocabulary, a share of the less common words of every copy is
 replaced by made-up words drawn from a pool of :data:`POOL` with Zipf's law (rank k drawn in proportion to 1/k), so
 that at 540 MB nearly every made-up word occurs at least 3 times, as every word of WikiText-103's vocabulary does.
-Deterministic (numpy's PCG64 from the seed) and written as it is made: memory stays bounded whatever the size.
+Deterministic (numpy's PCG64 from the seed) and written as it is made: memory stays bounded whatever the size; to a
+temporary file that becomes the archive only when whole (a full disk leaves no truncated archive).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Iterator
 import numpy as np
 
 from bench.data.synthetic import wikitext_articles
+from bench.fileio import atomic_path
 
 POOL = 280_000  # made-up words: at 540 MB about 259,000 words occur 3 times or more (WikiText-103: 267,735)
 COMMON = 3_000  # the source's most frequent words are never replaced (function words keep their role)
@@ -88,10 +90,10 @@ def write_wikitext103_like(source: str, train_size: int, out_dir: Path, seed: in
     if not wikitext_articles(source):
         raise BenchError("the source text holds no WikiText article (a ' = Title = ' line with text under it); give "
                          "WikiText files with --source")
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "wikitext-103-v1.zip"
     sizes = {"train": train_size, **HOLDOUT_BYTES}
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+    with atomic_path(path) as scratch, \
+            zipfile.ZipFile(scratch, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
         for offset, (split, size) in enumerate(sizes.items()):
             with archive.open(f"wikitext-103/wiki.{split}.tokens", "w", force_zip64=size > 2**30) as member:
                 written = 0

@@ -19,7 +19,7 @@ from bench.data.manifest import (STATUS_USER, SplitRecord, corpus_dir, is_user_c
 from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.errors import BenchError
-from bench.fileio import read_toml, sha256_bytes
+from bench.fileio import new_folders_for, read_toml, sha256_bytes
 
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -45,7 +45,7 @@ def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data
     """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there.
 
     The files and the manifest are written into a scratch folder that then replaces the corpus folder, so
-    an interrupted or failed write leaves the previous corpus (or none) in place.
+    an interrupted or failed write leaves the previous corpus (or none, and no new data folder) in place.
     """
     target = corpus_dir(data_dir, name)
     existing = read_manifest(data_dir, name)
@@ -53,22 +53,22 @@ def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data
     if (existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS)
             and all((target / existing[s].file).is_file() for s in SPLITS)):
         return existing
-    data_dir.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".add-{name}-", dir=data_dir))
-    umask = os.umask(0)
-    os.umask(umask)
-    stage.chmod(0o777 & ~umask)  # as mkdir would make it, not mkdtemp's private 0700
-    try:
-        records = {}
-        for split in SPLITS:
-            data, source = contents[split]
-            (stage / f"{split}.txt").write_bytes(data)
-            records[split] = SplitRecord(file=f"{split}.txt", size=len(data), sha256=digests[split],
-                                         status=STATUS_USER, source=source, fetched_at=timestamp(), problem=note)
-        write_manifest(data_dir, name, records, user=True, folder=stage.name)
-        _replace_folder(stage, target)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    with new_folders_for(target):  # a data folder made for this corpus is removed again if the write fails
+        stage = Path(tempfile.mkdtemp(prefix=f".add-{name}-", dir=data_dir))
+        umask = os.umask(0)
+        os.umask(umask)
+        stage.chmod(0o777 & ~umask)  # as mkdir would make it, not mkdtemp's private 0700
+        try:
+            records = {}
+            for split in SPLITS:
+                data, source = contents[split]
+                (stage / f"{split}.txt").write_bytes(data)
+                records[split] = SplitRecord(file=f"{split}.txt", size=len(data), sha256=digests[split],
+                                             status=STATUS_USER, source=source, fetched_at=timestamp(), problem=note)
+            write_manifest(data_dir, name, records, user=True, folder=stage.name)
+            _replace_folder(stage, target)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     return records
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from bench.data.compressors import BaselineTable, compressor_baselines
+from bench.data.compressors import MIN_SPLIT_BYTES, BaselineTable, compressor_baselines
 from bench.errors import BenchError
 
 
@@ -41,7 +41,9 @@ def study_baselines(done: pd.DataFrame, data_dirs: dict[str, str | None]) -> Stu
             found.missing[dataset] = "the data folder's train or test file is not the one these runs used"
             continue
         if table.best_primed("test") is None:
-            found.missing[dataset] = "the test split is too short for a compressor primed with train to code it"
+            found.missing[dataset] = (f"no compressor primed with train gives the test split a figure (it is "
+                                      f"{table.splits['test']['size']:,} bytes; a figure needs at least "
+                                      f"{MIN_SPLIT_BYTES:,})")
             continue
         found.tables[dataset] = table
     return found
