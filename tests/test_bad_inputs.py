@@ -177,6 +177,7 @@ CASES = [
     ("marginal lines alone", ["eval", "{run}", "--marginal-lines", "5"], "give --marginal too"),
     ("marginal beyond its bound", ["eval", "{run}", "--marginal", "1000000000"], "beyond 4,096"),
     ("negative streams", ["eval", "{run}", "--streams", "-3"], "--streams must be at least 1"),
+    ("more streams than tokens", ["eval", "{run}", "--streams", "100000"], "is more than the"),
     ("unknown split", ["eval", "{run}", "--split", "dev"], "--split must be train, valid or test"),
     ("dump into a missing folder", ["eval", "{run}", "--dump-token-losses", "{sandbox}/none/x.npy"],
      "does not exist"),

@@ -207,6 +207,7 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
     (["--conventions", "harness"], ["--conventions", "lm-eval"]),
     (["--precision", "fp8"], ["--precision"]),
     (["--streams", "0"], ["--streams"]),
+    (["--streams", "100000"], ["--streams 100,000 is more than the", "tokens of test"]),  # was: one-token streams
     (["--split", "dev"], ["--split"]),
 ])
 def test_eval_hf_refuses_bad_settings_in_one_line_and_writes_nothing(tiny_gpt2, data_dir, tmp_path, cli,

@@ -29,6 +29,7 @@ from bench.engine.layout import PreparedCorpus
 from bench.engine.precision import FLOAT32, Precision
 from bench.engine.resolve import check_eval_chunk
 from bench.engine.result import SplitMetrics
+from bench.errors import BenchError
 from bench.models.common import LanguageModel
 from bench.run_files import token_losses
 
@@ -65,6 +66,14 @@ class EvalResult:
     @property
     def mean_nll(self) -> float:
         return self.total_nll_nats / self.n_tokens if self.n_tokens else math.nan
+
+
+def check_streams(streams: int, n_tokens: int, split: str) -> None:
+    """Streams asked for by name must fit the split: past one token each, they would silently become fewer."""
+    if streams > n_tokens:
+        raise BenchError(f"--streams {streams:,} is more than the {n_tokens:,} tokens of {split}: each stream is "
+                         f"scored from the start token, so a one-token stream has no context; give at most "
+                         f"{n_tokens:,}")
 
 
 def stream_bounds(n: int, streams: int) -> list[tuple[int, int]]:

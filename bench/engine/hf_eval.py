@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.data.store import SplitData
-from bench.engine.evaluation import EvalLayout, Scorer
+from bench.engine.evaluation import EvalLayout, Scorer, check_streams
 from bench.engine.precision import plan_precision
 from bench.engine.result import RunResult, SplitMetrics
 from bench.errors import BenchError
@@ -234,6 +234,7 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     start = start_token(model, tokenizer)
     check_ids(ids, start, model, settings.split)
+    check_streams(settings.streams, len(ids), settings.split)
     precision = plan_precision(settings.precision, "auto", device, model)
     lm = PretrainedLM(model, window)
     scorer = Scorer(lm, start, EvalLayout(settings.streams, stride, window, precision.name), device, precision)

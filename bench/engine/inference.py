@@ -14,7 +14,7 @@ from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.engine import checkpoint
 from bench.engine.device import configure, describe, flatten_lstms, pick_device
-from bench.engine.evaluation import Scorer, run_layout
+from bench.engine.evaluation import Scorer, check_streams, run_layout
 from bench.engine.precision import Precision, plan_precision
 from bench.engine.result import CheckpointEvaluation, SplitProvenance
 from bench.engine.spec import RunSpec, TrainConfig
@@ -64,6 +64,8 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     split_data = _recorded_split(loaded, split, data_dir)
     ids = encoded_split(loaded.tokenizer, split_data)
     text = split_data.read_text()
+    if streams is not None:
+        check_streams(streams, len(ids), split)
     layout = run_layout(loaded.model, streams or loaded.train.final_eval_streams or loaded.train.eval_streams,
                         loaded.train.bptt, chunk or loaded.train.eval_chunk, loaded.precision)
     scorer = Scorer(loaded.model, loaded.tokenizer.bos_id, layout, loaded.device, loaded.precision,
