@@ -1,4 +1,5 @@
-"""``runs.csv``: one row per run of a matrix, written after every run and read by the report.
+"""``runs.csv``: one row per run of a matrix, written after every run and read by the report and by compare
+(each finished row checked against its run folder first: :func:`finished_runs`).
 
 Columns, in order: the cell's axes (``model``, ``preset``, ``tokenizer``, ``dataset``,
 ``seed``, ``match``, then any other axis of the config), then ``phase``, ``run_id``,
