@@ -2,6 +2,7 @@
 traceback, and no file written or changed anywhere (data, caches, runs, results, reports)."""
 
 import contextlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -404,6 +405,23 @@ CASES = [
                                                  "--out", "{new}"], "config.json is not valid JSON"),
     ("another file under the run's corpus name", ["eval", "{run}", "--data-dir", "{other_data}"],
      "is not the file this run recorded"),
+    # found by a hostile tester: compare read runs.csv on trust; it reads the runs' results as the report does
+    ("compare of an edited bits per byte", ["compare", "{results}", "{edited_half}"],
+     "test_bits_per_byte is 0.5 but its result.json says"),
+    ("compare of nan for bits per byte", ["compare", "{results}", "{edited_nan-bpb}"],
+     "test_bits_per_byte is 'nan' but"),
+    ("compare of text for bits per byte", ["compare", "{results}", "{edited_text-bpb}"],
+     "test_bits_per_byte is 'abc' but"),
+    ("compare of a deleted run", ["compare", "{results}", "{gone_run}"], "as done but"),
+    ("compare of a row without a run folder", ["compare", "{results}", "{edited_no-run-dir}"],
+     "names no run folder (run_dir is empty)"),
+    ("compare of rows without run ids", ["compare", "{results}", "{edited_no-run-id}"],
+     "is not the finished result of run id (none given)"),
+    ("compare of a corrupt result", ["compare", "{results}", "{corrupt_results}"], "is not a readable result"),
+    ("report of a row without a run folder", report_of("edited_no-run-dir"), "names no run folder"),
+    ("report of rows without run ids", report_of("edited_no-run-id"), "is not the finished result of run id"),
+    ("compare of a result without its test text", ["compare", "{run}", "{textless_run}"],
+     "has test metrics but no record of the test text"),
 ]
 
 
@@ -441,6 +459,11 @@ def sandbox(tmp_path_factory, make_toy_corpus):
         train(RunSpec(model=model, preset="tiny", tokenizer="byte", dataset="toy", overrides=overrides,
                       data_dir=str(root / "data"), out_dir=str(places[name])), show_progress=False)
     _broken_checkpoints(root, places)
+    places["textless_run"] = root / "textless"  # a run whose result.json lost the record of its test text
+    shutil.copytree(places["run"], places["textless_run"])
+    result = json.loads((places["textless_run"] / "result.json").read_text())
+    del result["data"]["splits"]["test"]
+    (places["textless_run"] / "result.json").write_text(json.dumps(result))
     _broken_results(root, places)
     _broken_data(root, places, paths)
     for name, text in CONFIGS.items():
@@ -456,8 +479,6 @@ def sandbox(tmp_path_factory, make_toy_corpus):
 
 def _broken_data(root: Path, places: dict, paths: dict) -> None:
     """Data folders with a corrupt manifest, another corpus under the run's corpus name, a link into a run."""
-    import json
-
     from bench.data.facts import load_data_facts as facts_of
 
     from bench.data.user import add_user_corpus
@@ -528,9 +549,10 @@ def _broken_results(root: Path, places: dict) -> None:
 
     Path(places["matrix"]).write_text(MATRIX)
     run_matrix(places["matrix"], places["results"], data_dir=places["data"], execution=Execution(show_progress=False))
-    for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll", "bad_log", "no_log"):
+    for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll", "bad_log", "no_log", "gone_run"):
         shutil.copytree(places["results"], root / name)
         places[name] = root / name
+    shutil.rmtree(next((root / "gone_run").glob("*/result.json")).parent)  # runs.csv still lists it as done
     next((root / "bad_log").glob("*/log.jsonl")).write_text("garbage\n{}\n")
     next((root / "no_log").glob("*/log.jsonl")).unlink()
     next((root / "corrupt_nll").glob("*/result.json")).with_name("token_nll.test.npy").write_bytes(b"\x93NUMPY garbage")
@@ -552,6 +574,11 @@ EDITS = {
     "infinite": lambda t: t.assign(test_bits_per_byte=float("inf")),
     "text": lambda t: t.astype({"test_bits_per_char": object}).assign(test_bits_per_char="abc"),
     "nan": lambda t: t.assign(test_word_perplexity="nan"),
+    "half": lambda t: t.assign(test_bits_per_byte=0.5),
+    "nan-bpb": lambda t: t.assign(test_bits_per_byte="nan"),
+    "text-bpb": lambda t: t.astype({"test_bits_per_byte": object}).assign(test_bits_per_byte="abc"),
+    "no-run-dir": lambda t: t.assign(run_dir=""),
+    "no-run-id": lambda t: t.drop(columns=["run_id"]),
     "seed": lambda t: t.assign(seed=7),
     "duplicated": lambda t: t.loc[t.index.repeat(2)],
     "no-status": lambda t: t.drop(columns=["status"]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -39,13 +40,32 @@ def test_two_runs_side_by_side_with_the_difference_and_its_interval_over_documen
     assert "covers the sample of text only" in notes and "no p-value" in notes
 
 
-def test_two_matrices_cell_by_cell_with_welch_t_over_seeds(runs, tmp_path):
+@pytest.fixture(scope="module")
+def matrices(runs, tmp_path_factory):
+    """Two results folders of one cell, seeds 0 and 1 in a, 2 and 3 in b."""
     _, data, _ = runs
+    root = tmp_path_factory.mktemp("matrices")
     for name, seeds in (("a", "[0, 1]"), ("b", "[2, 3]")):
-        (tmp_path / f"{name}.toml").write_text(MATRIX.replace('name = "toy"', f'name = "{name}"')
-                                               .replace("seed = [0]", f"seed = {seeds}"))
-        run_matrix(tmp_path / f"{name}.toml", tmp_path / name, data_dir=data, execution=Execution(show_progress=False))
-    code, out, err = call(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
+        (root / f"{name}.toml").write_text(MATRIX.replace('name = "toy"', f'name = "{name}"')
+                                           .replace("seed = [0]", f"seed = {seeds}"))
+        run_matrix(root / f"{name}.toml", root / name, data_dir=data, execution=Execution(show_progress=False))
+    return root / "a", root / "b"
+
+
+def strict_json(text: str) -> dict:
+    """JSON as the standard has it: NaN and Infinity are not JSON."""
+    return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in --json output: not JSON"))
+
+
+def set_test_metric(run_dir, key: str, value) -> None:
+    """Damage a run's result.json the way a diverged run or a hand edit does (the schema writes nan as "nan")."""
+    result = json.loads((run_dir / "result.json").read_text())
+    result["metrics"]["test"][key] = value
+    (run_dir / "result.json").write_text(json.dumps(result))
+
+
+def test_two_matrices_cell_by_cell_with_welch_t_over_seeds(matrices):
+    code, out, err = call(["compare", *map(str, matrices), "--json"])
     assert code == 0, err
     [row] = json.loads(out)["rows"]
     assert row["seeds"] == "2 / 2" and row["p"] is not None and row["p (Holm)"] == row["p"]
@@ -55,8 +75,6 @@ def test_two_matrices_cell_by_cell_with_welch_t_over_seeds(runs, tmp_path):
 def test_runs_on_different_texts_or_of_different_kinds_are_refused(runs, tmp_path):
     root, _, folders = runs
     other = tmp_path / "other"
-    import shutil
-
     shutil.copytree(folders["byte"], other)
     result = json.loads((other / "result.json").read_text())
     result["data"]["splits"]["test"]["sha256"] = "0" * 64
@@ -85,3 +103,49 @@ def test_runs_stopped_as_not_learning_are_left_out_and_named(runs, tmp_path):
     assert row["seeds"] == "2 / 1"  # the stopped run is no seed of its cell
     assert f"NOT LEARNING, left out: B has 1 run(s) stopped at their unigram floor ({table['run_dir'][1]})" in \
         json.loads(out)["notes"]
+
+
+def test_the_numbers_are_the_runs_results_not_the_columns_of_runs_csv(matrices, tmp_path):
+    import pandas as pd
+
+    a, b = matrices
+    shutil.copytree(b, tmp_path / "b")
+    table = pd.read_csv(tmp_path / "b" / "runs.csv")  # columns of the results, which compare no longer reads
+    table.drop(columns=["seed", "test_bits_per_byte", "data_sha256_test", "test_lossless"]).to_csv(
+        tmp_path / "b" / "runs.csv", index=False)
+    code, out, err = call(["compare", str(a), str(tmp_path / "b"), "--json"])
+    assert code == 0, err
+    assert strict_json(out)["rows"] == strict_json(call(["compare", str(a), str(b), "--json"])[1])["rows"]
+
+
+def test_a_result_that_is_not_a_number_is_left_out_and_named_never_compared(matrices, tmp_path):
+    a, b = matrices
+    shutil.copytree(b, tmp_path / "b")
+    first, second = sorted(p.parent for p in (tmp_path / "b").glob("*/result.json"))
+    set_test_metric(first, "bits_per_byte", "nan")
+    code, out, err = call(["compare", str(a), str(tmp_path / "b"), "--json"])
+    assert code == 0, err
+    compared = strict_json(out)
+    [row] = compared["rows"]
+    assert row["seeds"] == "2 / 1" and row["p"] is None and row["p (Holm)"] is None  # no p = 1 of a nan
+    assert f"NOT A NUMBER, left out: B has 1 run(s) whose result.json gives a test bits per byte that is not a " \
+           f"finite number ({first.name}: nan)" in compared["notes"]
+    set_test_metric(second, "bits_per_byte", "nan")
+    code, out, err = call(["compare", str(a), str(tmp_path / "b")])
+    assert code == 1 and "share no finished cell" in err and "NOT A NUMBER, left out: B has 2 run(s)" in err
+
+
+def test_two_runs_with_a_metric_that_is_not_a_number_leave_it_out_with_a_note(runs, tmp_path):
+    _, _, folders = runs
+    shutil.copytree(folders["word-open:200"], tmp_path / "b")
+    set_test_metric(tmp_path / "b", "word_perplexity", "inf")  # an overflowing perplexity
+    code, out, err = call(["compare", str(folders["byte"]), str(tmp_path / "b"), "--json"])
+    assert code == 0, err
+    compared = strict_json(out)
+    assert "word ppl" not in {row["metric"] for row in compared["rows"]}
+    assert any(note.startswith("NOT A NUMBER, left out: word ppl (A ") and "B inf" in note
+               for note in compared["notes"])
+    set_test_metric(tmp_path / "b", "bits_per_byte", "nan")
+    code, out, err = call(["compare", str(folders["byte"]), str(tmp_path / "b")])
+    assert code == 0 and "nan" not in out.split("\nA: ")[0]  # the table: no row of a nan difference
+    assert "One trained model a side: no interval, and no p-value" in out

@@ -102,14 +102,13 @@ def compare_command(
 ) -> None:
     """Two runs, or two matrices' results, side by side on the same test text: the same metrics, and A - B with
     its interval (over documents for two runs; over seeds, with a Holm-adjusted p-value, for two matrices)."""
-    import json
-
+    from bench.fileio import json_text
     from bench.study.compare import compare_paths
     from bench.text_tables import text_table
 
     compared = compare_paths(first, second)
     if as_json:
-        print(json.dumps({"rows": compared.rows, "notes": compared.notes}, indent=2, default=str))
+        print(json_text({"rows": compared.rows, "notes": compared.notes}))
         return
     print(text_table(compared.rows, compared.columns))
     for note in compared.notes:

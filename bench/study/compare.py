@@ -4,14 +4,17 @@ Two run folders: every comparable metric of their test split, A, B and A - B; th
 gets a 95% interval from a paired bootstrap over the documents of the text when both runs saved their per-token
 losses (one trained model a side: the interval covers the text sample only, and no p-value is given).
 
-Two results folders: each cell they share (the same model, tokenization, data, matching rule and phase), the
+Two results folders: each cell they share (the same value of every axis but the seed, and the same phase), the
 seed means of test bits per byte, and A - B with the interval and p-value of one Welch t over seeds (Holm-adjusted
 over the cells), as the report computes them. Runs scored on different texts are refused: their numbers do not
-compare.
+compare. Every number comes from the run folders' own result.json, each checked against its runs.csv row as the
+report checks it (runs_table.finished_runs): an edited or stale runs.csv is refused, never counted. A number that
+is not finite (a diverged or damaged result) is left out and named in a note, never compared.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,22 +66,35 @@ def compare_runs(a: Path, b: Path) -> Compared:
     if any(t is None for t in tests):
         raise BenchError(f"{a if tests[0] is None else b} has no test-split result; score it with bench eval RUN "
                          f"--split test")
-    texts = [run.result.data.splits["test"].sha256 for run in runs]
+    texts = [_test_text(run) for run in runs]
     if texts[0] != texts[1]:
         raise BenchError(f"{a} and {b} were scored on different test texts (sha256 {texts[0][:12]}... and "
                          f"{texts[1][:12]}...): their numbers do not compare")
-    rows = [{"metric": label, "A": getattr(tests[0], key), "B": getattr(tests[1], key),
-             "A - B": getattr(tests[0], key) - getattr(tests[1], key)} for key, label in METRICS]
-    losses = [run.text_losses("test") for run in runs]
-    comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
-                         {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
-    rows[0]["95% interval"] = interval_text(comparison)
+    comparison = None
+    if all(_finite(t.bits_per_byte) for t in tests):
+        losses = [run.text_losses("test") for run in runs]
+        comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
+                             {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
+    rows, odd = [], []
+    for key, label in METRICS:
+        pair = [getattr(t, key) for t in tests]
+        if all(_finite(v) for v in pair):
+            rows.append({"metric": label, "A": pair[0], "B": pair[1], "A - B": pair[0] - pair[1]})
+        else:
+            odd.append(f"{label} (A {pair[0]}, B {pair[1]})")
+    if comparison is not None:  # bits per byte is a number on both sides: the first row
+        rows[0]["95% interval"] = interval_text(comparison)
+    texted = comparison is not None and comparison.low is not None
     notes = [f"A: {a} ({_describe(runs[0].result)}); B: {b} ({_describe(runs[1].result)})",
              "One trained model a side: " + (f"the interval ({comparison.interval}) covers the sample of text only, "
                                              f"not training noise; no p-value (seeds are the unit of replication)"
-                                             if comparison.low is not None else
+                                             if texted else
                                              "no interval (save per-token losses with dump_token_losses = true for "
-                                             "one over documents), and no p-value")]
+                                             "one over documents), and no p-value" if comparison is not None else
+                                             "no interval, and no p-value")]
+    if odd:
+        notes.append(f"NOT A NUMBER, left out: {'; '.join(odd)}: a value that is not a finite number has no "
+                     f"difference to show")
     lossy = [str(p) for p, t in zip((a, b), tests) if not t.lossless]
     if lossy:
         notes.append(f"NOT COMPARABLE: {', '.join(lossy)} scores a lossy tokenization (another, easier text)")
@@ -89,50 +105,91 @@ def _describe(result) -> str:
     return f"{result.spec.model}, {result.tokenizer.scheme}, {result.spec.dataset}, seed {result.spec.seed}"
 
 
+def _test_text(run) -> str:
+    """The sha256 of the text a run's test numbers were scored on."""
+    split = run.result.data.splits.get("test")
+    if split is None:  # a result with test metrics records its test text: this one is damaged
+        raise BenchError(f"{run.run_dir / RESULT} has test metrics but no record of the test text they were scored "
+                         f"on; it is damaged: delete it and run the run again")
+    return split.sha256
+
+
+def _finite(value) -> bool:
+    """A number to compare: a diverged or damaged result may give nan, inf or no number at all."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def compare_results(a: Path, b: Path) -> Compared:
-    from bench.study.runs_table import read_runs_table
+    from bench.study.runs_table import FIRST_AFTER_AXES, finished_runs, read_runs_table
 
     tables = [read_runs_table(path) for path in (a, b)]
-    done = [t.done() for t in tables]
-    keys = [k for k in ("model", "preset", "tokenizer", "dataset", "match", "phase") if all(k in d for d in done)]
-    for frame in done:
-        if "phase" in frame:
-            frame["phase"] = frame["phase"].astype(object).where(frame["phase"].notna(), "")
+    # every number from the runs' own result.json, each checked against its row (as the report reads them)
+    runs = [finished_runs(path, table.done()) for path, table in zip((a, b), tables)]
+    keys = [k for k in tables[0].axes if k != "seed" and k in tables[1].axes] + [FIRST_AFTER_AXES]
+    notes = [f"A: {a}; B: {b}. Seed means of test bits per byte; A - B with one Welch t over seeds (its interval "
+             "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
+    cells = [_cells(side, path, table, side_runs, keys, notes)
+             for side, path, table, side_runs in zip("AB", (a, b), tables, runs)]
     rows, comparisons = [], []
-    for key, side_a in done[0].groupby(keys, sort=True, dropna=False):
-        mask = (done[1][keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)
-        side_b = done[1][mask]
-        if side_b.empty:
+    for key, side_a in cells[0].items():
+        side_b = cells[1].get(key)
+        if side_b is None:
             continue
-        if set(side_a["data_sha256_test"]) != set(side_b["data_sha256_test"]):
+        if {_test_text(r) for r in side_a.values()} != {_test_text(r) for r in side_b.values()}:
             raise BenchError(f"cell {dict(zip(keys, key))} was scored on different test texts in {a} and {b}: its "
                              f"numbers do not compare")
-        values = [dict(zip(side["seed"], side["test_bits_per_byte"].astype(float))) for side in (side_a, side_b)]
+        values = [{seed: run.result.metrics["test"].bits_per_byte for seed, run in side.items()}
+                  for side in (side_a, side_b)]
         comparison = compare(values[0], values[1])
         comparisons.append(comparison)
-        rows.append({**{k: v for k, v in zip(keys, key) if k != "phase" or v},
+        lossless = all(run.result.metrics["test"].lossless for side in (side_a, side_b) for run in side.values())
+        rows.append({**{k: v for k, v in zip(keys, key) if k != FIRST_AFTER_AXES or v},
                      "seeds": f"{len(values[0])} / {len(values[1])}", "A bits/byte": _mean(values[0]),
                      "B bits/byte": _mean(values[1]), "A - B": round(comparison.difference, 4),
                      "95% interval": interval_text(comparison), "p": comparison.p_value, "p (Holm)": None,
-                     "note": "" if _lossless(side_a) and _lossless(side_b) else "lossy: another text, NOT comparable"})
+                     "note": "" if lossless else "lossy: another text, NOT comparable"})
     if not rows:
-        raise BenchError(f"{a} and {b} share no finished cell (the same model, tokenization, data, matching rule "
-                         f"and phase); nothing to compare")
+        raise BenchError(f"{a} and {b} share no finished cell (the same value of every axis but the seed, and the "
+                         f"same phase); nothing to compare" + "".join(f". {note}" for note in notes[1:]))
     for row, p in zip(rows, holm([c.p_value for c in comparisons])):
         row["p (Holm)"] = p
-    columns = list(rows[0])
-    notes = [f"A: {a}; B: {b}. Seed means of test bits per byte; A - B with one Welch t over seeds (its interval "
-             "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
-    for side, table in zip("AB", tables):
-        stuck = table.rows[table.rows["status"] == RunStatus.NOT_LEARNING.value]
-        if not stuck.empty:  # stopped at their unigram floor: not results, and not in the seed means above
-            notes.append(f"NOT LEARNING, left out: {side} has {len(stuck)} run(s) stopped at their unigram floor ("
-                         f"{', '.join(sorted(stuck['run_dir'].astype(str)))})")
-    return Compared(rows, columns, notes)
+    return Compared(rows, list(rows[0]), notes)
 
 
-def _lossless(side: pd.DataFrame) -> bool:
-    return bool((side["test_lossless"].astype(str).str.lower() == "true").all())
+def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: list[str]) -> dict[tuple, dict]:
+    """One side's runs by cell (its axes but the seed, and its phase), each cell's by seed; the runs that are no
+    result left out and named in ``notes``."""
+    cells: dict[tuple, dict] = {}
+    unscored, odd = [], []
+    for name, run in sorted(runs.items()):
+        test = run.result.metrics.get("test")
+        if test is None:
+            unscored.append(name)
+            continue
+        if not _finite(test.bits_per_byte):
+            odd.append(f"{name}: {test.bits_per_byte}")
+            continue
+        key = tuple("" if pd.isna(run.row[k]) else run.row[k] for k in keys)
+        cell, seed = cells.setdefault(key, {}), run.result.spec.seed
+        if seed in cell:  # an axis of this side's matrix that the other lacks
+            raise BenchError(f"{path}: {cell[seed].run_dir.name} and {name} are both seed {seed} of cell "
+                             f"{dict(zip(keys, key))}; compare the results of matrices with the same axes")
+        cell[seed] = run
+    if unscored:
+        notes.append(f"NOT SCORED ON TEST, left out: {side} has {len(unscored)} finished run(s) with no test-split "
+                     f"result ({', '.join(unscored)}); score them with bench eval RUN --split test")
+    if odd:
+        notes.append(f"NOT A NUMBER, left out: {side} has {len(odd)} run(s) whose result.json gives a test bits per "
+                     f"byte that is not a finite number ({', '.join(odd)})")
+    unread = sorted(set(table.done()["run_dir"].astype(str)) - set(runs))
+    if unread:  # pretrained models listed as done whose folder holds no result
+        notes.append(f"NO RESULT, left out: {side} lists {len(unread)} run(s) as done with no result.json "
+                     f"({', '.join(unread)})")
+    stuck = table.rows[table.rows["status"] == RunStatus.NOT_LEARNING.value]
+    if not stuck.empty:  # stopped at their unigram floor: not results, and not in the seed means above
+        notes.append(f"NOT LEARNING, left out: {side} has {len(stuck)} run(s) stopped at their unigram floor ("
+                     f"{', '.join(sorted(stuck['run_dir'].astype(str)))})")
+    return cells
 
 
 def _mean(values: dict) -> float:

@@ -17,12 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.metrics import BITS_PER_BYTE_CORPORA
 from bench.ownership import claim_report_folder, record_report_owner
-from bench.run_files import RESULT
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.config import is_matrix_name
 from bench.study.rendering import ReportPage
@@ -34,7 +32,7 @@ from bench.study.report_appendix import definitions_section, provenance_section
 from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
                                        power_line, pretrained_rows)
 from bench.study.run_status import RunStatus
-from bench.study.runs_table import check_row, read_runs_table
+from bench.study.runs_table import finished_runs, read_runs_table
 
 
 @dataclass
@@ -61,8 +59,7 @@ def load_study(results_dir: Path) -> Study:
         counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
         raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished ({counts}: see each run's status and error "
                          f"there); nothing to report yet")
-    checked = {row["run_dir"]: _run_data(results_dir, row) for _, row in done.iterrows()  # before any number is used
-               if row["match"] != PRETRAINED or (results_dir / str(row["run_dir"]) / RESULT).is_file()}
+    checked = finished_runs(results_dir, done)  # before any number is used
     scored = pd.to_numeric(done.get("test_bits_per_byte", pd.Series(index=done.index, dtype=float)), errors="coerce")
     valid_only, done = list(done.loc[scored.isna(), "run_dir"]), done[scored.notna()].copy()
     if done.empty:
@@ -84,17 +81,6 @@ def load_study(results_dir: Path) -> Study:
     for run in runs.values():  # a damaged learning curve is refused here, before anything is computed or written
         _ = run.log
     return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only)
-
-
-def _run_data(results_dir: Path, row) -> analysis.FinishedRun:
-    run_dir = results_dir / row["run_dir"]  # run folders are named relative to the results folder
-    result = run_dir / RESULT
-    if not result.is_file():
-        raise BenchError(f"runs.csv lists {row['run_dir']} as done but {result} does not exist; run `bench "
-                         f"run-matrix` on the config again to rebuild runs.csv from the run folders")
-    data = analysis.FinishedRun(dict(row), RunResult.read(result), run_dir)
-    check_row(data.row, data.result, results_dir / "runs.csv")
-    return data
 
 
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None, metric: str = "byte") -> Path:

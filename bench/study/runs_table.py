@@ -1,4 +1,5 @@
-"""``runs.csv``: one row per run of a matrix, written after every run and read by the report.
+"""``runs.csv``: one row per run of a matrix, written after every run and read by the report and by compare
+(each finished row checked against its run folder first: :func:`finished_runs`).
 
 Columns, in order: the cell's axes (``model``, ``preset``, ``tokenizer``, ``dataset``,
 ``seed``, ``match``, then any other axis of the config), then ``phase``, ``run_id``,
@@ -19,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.engine.result import RunResult
+from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
 from bench.fileio import update_text
 from bench.run_files import RESULT
@@ -31,6 +32,7 @@ from bench.study.run_status import Attempt, RunStatus
 
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"
+REBUILD = "run `bench run-matrix CONFIG` again to rewrite runs.csv from the run folders"
 
 
 def run_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str, Any]:
@@ -99,10 +101,37 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     return RunsTable(rows, list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)]))
 
 
+def finished_runs(results_dir: Path, done: pd.DataFrame) -> dict:
+    """Each finished row's run (``FinishedRun``) by folder name, with the result its run folder holds, checked
+    before any number is used: the folder is the source of truth. A row whose result is gone, is of another run
+    id, or says otherwise than its row is refused in one line; a pretrained model's row with no result is skipped."""
+    return {row["run_dir"]: _finished_run(results_dir, row) for _, row in done.iterrows()
+            if row["match"] != PRETRAINED or (results_dir / str(row["run_dir"]) / RESULT).is_file()}
+
+
+def _finished_run(results_dir: Path, row: pd.Series):
+    from bench.study.analysis import FinishedRun  # it imports torch
+
+    path = results_dir / RUNS_CSV
+    if pd.isna(row["run_dir"]):  # an empty cell: no folder to read the run from
+        raise BenchError(f"{path}: a row is done but names no run folder (run_dir is empty); {REBUILD}")
+    run_dir = results_dir / str(row["run_dir"])  # run folders are named relative to the results folder
+    if not (run_dir / RESULT).is_file():
+        raise BenchError(f"runs.csv lists {row['run_dir']} as done but {run_dir / RESULT} does not exist; {REBUILD}")
+    run_id = "" if pd.isna(row.get("run_id")) else str(row["run_id"])
+    result = finished_result(run_dir, run_id)
+    if result is None:
+        raise BenchError(f"{path}: row {row['run_dir']}: {run_dir / RESULT} is not the finished result of run id "
+                         f"{run_id or '(none given)'}; {REBUILD}")
+    check_row(dict(row), result, path)
+    return FinishedRun(dict(row), result, run_dir)
+
+
 def check_row(row: dict, result: RunResult, path: Path) -> None:
     """A finished row must say what its run folder's result.json says (the folder is the source of truth): every
-    number and name the result gives, the seed and the run id. Refused in one line, naming the row."""
-    expected = {**result.flat(), "run_id": result.run_id}
+    number and name the result gives and the seed (the run id is :func:`finished_result`'s). Refused in one line,
+    naming the row."""
+    expected = result.flat()
     if row.get("match") != PRETRAINED:  # a pretrained model's row names it by its folder and has no seed
         expected.update(seed=result.spec.seed, model=result.spec.model, tokenizer=result.spec.tokenizer)
     for key, want in expected.items():
@@ -119,7 +148,7 @@ def check_row(row: dict, result: RunResult, path: Path) -> None:
                 same = False
         if not same:
             raise BenchError(f"{path}: row {row.get('run_dir')}: {key} is {have!r} but its result.json says {want!r}; "
-                             f"run `bench run-matrix CONFIG` again to rewrite runs.csv from the run folders")
+                             f"{REBUILD}")
 
 
 def _check_rows(path: Path) -> None:
