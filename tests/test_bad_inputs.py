@@ -739,7 +739,7 @@ def test_a_full_disk_while_adding_a_corpus_leaves_no_folder_and_the_old_corpus(s
     before = files_under(kept)
     monkeypatch.setattr(Path, "write_bytes", full)
     for data in (tmp_path / "new" / "data", kept):
-        code, _, err = call(argv[:4] + [sandbox["train_prefix"]] + argv[5:] + ["--data-dir", str(data)])
+        code, _, err = call(argv[:4] + [sandbox["train_prefix"]] + argv[5:] + ["--replace", "--data-dir", str(data)])
         assert code == 1 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
         assert "disk is full" in err
     assert not (tmp_path / "new").exists() and files_under(kept) == before

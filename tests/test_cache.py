@@ -50,7 +50,7 @@ def test_changed_train_file_retrains_and_changed_scheme_reencodes(user_corpus, m
     changed = user_corpus / "changed-train.txt"  # a user corpus is its files: another train file, added again
     changed.write_text(make_text(n_lines=120, seed=42))
     add_user_corpus("tiny", {"train": changed, "valid": user_corpus / "tiny" / "valid.txt",
-                             "test": user_corpus / "tiny" / "test.txt"}, user_corpus)
+                             "test": user_corpus / "tiny" / "test.txt"}, user_corpus, replace=True)
     train = user_corpus / "tiny" / "train.txt"
     c = cache.encode_corpus("tiny", "bpe:300", user_corpus)
     assert c.tokenizer.hash != a.tokenizer.hash

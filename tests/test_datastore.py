@@ -332,3 +332,19 @@ def test_a_failed_download_leaves_no_downloads_folder(tmp_path, monkeypatch):
     with pytest.raises(BenchError, match="could not download"):
         fetch("wikitext-2", data)
     assert sorted(p.name for p in data.iterdir()) == ["mine"]
+
+
+def test_a_corpus_added_again_with_other_files_is_replaced_only_when_asked(tmp_path):
+    paths = {}
+    for s in corpora.SPLITS:
+        paths[s] = tmp_path / f"{s}.txt"
+        paths[s].write_text(f"my own {s} text\n")
+    data_dir = tmp_path / "data"
+    first = add_user_corpus("mine", paths, data_dir)
+    assert add_user_corpus("mine", paths, data_dir) == first  # the same files: nothing to do
+    paths["test"].write_text("another test text\n")
+    with pytest.raises(BenchError, match="already in .* with another test .*--replace"):
+        add_user_corpus("mine", paths, data_dir)  # was: silently replaced under the runs trained on it
+    assert open_split("mine", "test", data_dir).sha256 == first["test"].sha256
+    replaced = add_user_corpus("mine", paths, data_dir, replace=True)
+    assert open_split("mine", "test", data_dir).sha256 == replaced["test"].sha256 != first["test"].sha256

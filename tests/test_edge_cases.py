@@ -46,12 +46,12 @@ def test_one_corrupt_manifest_does_not_hide_the_other_corpora(toy, tmp_path):
     assert any(r["corpus"] == "toy2" and r["status"].startswith("corrupt") for r in rows)
 
 
-def test_more_streams_than_tokens_records_the_streams_used(toy):
+def test_more_streams_than_tokens_is_refused_not_scored_without_context(toy):
     _, data, run = toy
     code, out, err = call(["eval", str(run), "--split", "valid", "--streams", "1000000000", "--json"])
-    assert code == 0, err
-    result = json.loads(out)
-    assert result["layout"]["streams"] == result["metrics"]["n_tokens"]  # every token from <bos>: as recorded
+    assert code == 1 and out == "" and err.startswith("error: --streams 1,000,000,000 is more than the"), err
+    code, out, err = call(["eval", str(run), "--split", "valid", "--streams", "3", "--json"])
+    assert code == 0 and json.loads(out)["layout"]["streams"] == 3, err
 
 
 def test_token_losses_go_to_the_name_given(toy, tmp_path):

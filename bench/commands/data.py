@@ -88,6 +88,8 @@ def data_add(
     test: Optional[Path] = typer.Option(None, "--test", help="Test split text file."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file with [corpora.NAME] tables "
                                           "(train, valid, test paths, relative to the file)."),
+    replace: bool = typer.Option(False, "--replace", help="Put new files in the place of a corpus added before "
+                                 "with other files (runs trained on the old files can then no longer be evaluated)."),
     data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Add your own corpus from text files; it is identified by the files' sha256 (there is no official copy)."""
@@ -102,7 +104,7 @@ def data_add(
         corpora[name] = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     if not corpora:
         raise BenchError("give a corpus NAME with --train/--valid/--test, or --config FILE.toml")
-    for corpus, records in add_user_corpora(corpora, data_dir).items():
+    for corpus, records in add_user_corpora(corpora, data_dir, replace=replace).items():
         for split, record in records.items():
             print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}")
 

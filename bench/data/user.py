@@ -40,6 +40,18 @@ def _check_user_name(data_dir: Path, name: str) -> None:
         raise BenchError(f"{target} exists and is not a user corpus; choose another name")
 
 
+def _check_replacement(data_dir: Path, name: str, contents: dict[str, tuple[bytes, str]], replace: bool) -> None:
+    """A corpus already added with other files is replaced only when asked: runs trained on it name it by its
+    files' digests, and would no longer find the text they were trained and scored on."""
+    existing = read_manifest(data_dir, name)
+    changed = [s for s in SPLITS if existing and s in existing and existing[s].sha256 != sha256_bytes(contents[s][0])]
+    if changed and not replace:
+        split = changed[0]
+        raise BenchError(f"corpus {name!r} is already in {data_dir} with another {', '.join(changed)} (was sha256 "
+                         f"{existing[split].sha256[:12]}...; runs trained on it are identified by it): give the new "
+                         f"files another corpus name, or put them in its place with bench data add ... --replace")
+
+
 def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data_dir: Path,
                          note: str) -> dict[str, SplitRecord]:
     """Write a user corpus (split -> (bytes, where they came from)); a no-op when identical files are there.
@@ -117,23 +129,26 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
 
 
 def add_user_corpora(corpora: dict[str, dict[str, str | Path]], data_dir: str | Path | None = None,
-                     allow_overlap: bool = False) -> dict[str, dict[str, SplitRecord]]:
+                     allow_overlap: bool = False, replace: bool = False) -> dict[str, dict[str, SplitRecord]]:
     """Copy the user's corpora into the data folder, recorded by sha256; every corpus is checked and read
-    before any is written, so a bad file installs none of them."""
+    before any is written, so a bad file installs none of them. One added before with other files is refused
+    unless ``replace``."""
     data_dir = resolve_data_dir(data_dir)
     contents = {name: read_user_files(name, paths, data_dir, allow_overlap) for name, paths in corpora.items()}
+    for name, files in contents.items():
+        _check_replacement(data_dir, name, files, replace)
     note = "user corpus: identified by its sha256, there is no official copy to verify against"
     return {name: _install_user_corpus(name, files, data_dir, note) for name, files in contents.items()}
 
 
 def add_user_corpus(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None,
-                    allow_overlap: bool = False) -> dict[str, SplitRecord]:
+                    allow_overlap: bool = False, replace: bool = False) -> dict[str, SplitRecord]:
     """One user corpus (see :func:`add_user_corpora`)."""
-    return add_user_corpora({name: paths}, data_dir, allow_overlap)[name]
+    return add_user_corpora({name: paths}, data_dir, allow_overlap, replace)[name]
 
 
-def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: str | Path | None = None
-                      ) -> dict[str, SplitRecord]:
+def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: str | Path | None = None,
+                      replace: bool = False) -> dict[str, SplitRecord]:
     """A small corpus cut from the start of each split of a fetched corpus (at a line boundary).
 
     Useful for quick studies and tests; it is a user corpus (not an official split),
@@ -157,6 +172,7 @@ def add_prefix_corpus(name: str, source: str, sizes: dict[str, int], data_dir: s
                              f"raise {split}_bytes")
         contents[split] = (data[:cut], f"first {cut:,} bytes of {source} {split} (sha256 {original.sha256}, "
                                        f"{original.status})")
+    _check_replacement(data_dir, name, contents, replace)
     return _install_user_corpus(name, contents, data_dir,
                                 f"derived corpus: a prefix of {source}, not an official split")
 
