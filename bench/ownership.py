@@ -69,6 +69,15 @@ def enclosing_owner(path: Path) -> Owner | None:
     return None
 
 
+def refuse_others_folder(folder: Path, what: str) -> None:
+    """A folder that is not a run's, a matrix's or a report's to write into (a data folder, an archive's folder):
+    refused when it is one of theirs or inside one."""
+    owner = owner_of(folder) or enclosing_owner(folder)
+    if owner is not None:
+        raise BenchError(f"{what} {folder} would be written inside another command's folder: {owner.describe()}; "
+                         f"give a folder outside it")
+
+
 def claim_run_folder(folder: Path, run_id: str, in_matrix: bool = False) -> None:
     """A training run's folder: new, empty, or this run's own; inside no other run, matrix or report folder
     (``in_matrix``: the matrix that plans the run writes it inside its results folder)."""

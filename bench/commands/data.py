@@ -128,6 +128,7 @@ def data_synthesize(
     from bench.data.synthetic import wikitext_source, write_enwik8_like
     from bench.data.synthetic_wikitext103 import write_wikitext103_like
     from bench.fileio import require_folder, sha256_file
+    from bench.ownership import refuse_others_folder
 
     writers = {"enwik8": ("enwik8.zip", 100_000_000, write_enwik8_like, "enwik8-like text"),
                "wikitext-103": ("wikitext-103-v1.zip", 540_000_000, write_wikitext103_like,
@@ -146,6 +147,7 @@ def data_synthesize(
         mirror = resolve_mirror(None)
         source = sorted((mirror / "wikitext-2").glob("*.tokens")) if mirror else []
     folder = require_folder(out, "--out")
+    refuse_others_folder(folder, "--out")
     if (folder / archive).exists():
         raise BenchError(f"{folder / archive} exists; choose another --out folder")
     path = write(wikitext_source(source), size, folder, seed)

@@ -10,7 +10,11 @@ from bench.fileio import require_folder
 
 
 def resolve_data_dir(data_dir: str | Path | None = None) -> Path:
-    return require_folder(data_dir or os.environ.get("BENCH_DATA_DIR") or "data", "data folder")
+    from bench.ownership import refuse_others_folder
+
+    folder = require_folder(data_dir or os.environ.get("BENCH_DATA_DIR") or "data", "data folder")
+    refuse_others_folder(folder, "data folder")  # corpora and caches are written there
+    return folder
 
 
 def resolve_mirror(mirror: str | Path | None = None) -> Path | None:
