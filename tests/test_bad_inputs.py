@@ -327,7 +327,7 @@ CASES = [
      "beyond 2,147,483,647"),
     ("a width beyond a tensor", LSTM + ["--set", "nhid=99999999999"], "beyond 2,147,483,647"),
     ("a model beyond this machine's memory", ["models", "describe", "lstm", "--preset", "tiny", "--vocab-size",
-                                              "2000000000"], "for its weights alone"),
+                                              "2000000000"], "needs at least"),
     ("an MLP of width 0", TRANSFORMER + ["--set", "mlp_ratio=0.001"], "MLP of width 0"),
     ("an infinite peak", ["speed", "--steps", "1", "--peak-tflops", "inf"], "positive finite number"),
     ("a temperature too small to sample", ["sample", "{run}", "--temperature", "1e-300"], "too small to sample"),

@@ -74,7 +74,7 @@ def test_a_time_budget_alone_plans_no_tokens_and_passes():
     assert resolved(max_steps=None, max_minutes=0.01).budget.limits == {"minutes": 0.01}
 
 
-# ---- memory: the weights must fit in this machine's memory --------------------------------------------------------
+# ---- memory: the weights and logits must fit in this machine's memory -----------------------------------------------------
 
 def _memory_of(monkeypatch, page_size: int, pages: int) -> None:
     def sysconf(name):
@@ -86,21 +86,43 @@ def _memory_of(monkeypatch, page_size: int, pages: int) -> None:
     monkeypatch.setattr(os, "sysconf", sysconf)
 
 
-def test_a_model_whose_weights_exceed_the_memory_is_refused_before_it_is_built(monkeypatch):
-    _memory_of(monkeypatch, 4, LSTM_TINY_PARAMS)  # exactly the float32 weights: they fit
+# float32 weights, gradients and two moments, and logits (with log-softmax and gradient) over a step's tokens; in
+# evaluation the weights, and logits with log-softmax over the tiny preset's 32 streams x 256 tokens
+TINY_TRAINING = 16 * LSTM_TINY_PARAMS + 12 * 4097 * STEP
+TINY_EVALUATION = 4 * LSTM_TINY_PARAMS + 8 * 4097 * 32 * 256
+
+
+def test_a_run_whose_weights_and_logits_exceed_the_memory_is_refused_before_it_is_built(monkeypatch):
+    _memory_of(monkeypatch, 4, TINY_EVALUATION // 4)  # exactly what evaluation needs: it fits
     resolved()
-    _memory_of(monkeypatch, 4, LSTM_TINY_PARAMS - 1)
-    assert refusal() == ("the model has 415,297 parameters: 0.0 GiB for its weights alone, more than this "
-                         "machine's 0.0 GiB of memory; lower its sizes or the vocabulary")
-    _memory_of(monkeypatch, 4096, 2 ** 18)  # 1 GiB
-    assert refusal(nhid=20_000).startswith("the model has 1,610,683,201 parameters: 6.0 GiB for its weights alone, "
-                                           "more than this machine's 1.0 GiB of memory")
+    _memory_of(monkeypatch, 4, TINY_EVALUATION // 4 - 1)
+    assert refusal() == ("evaluation needs at least 257.6 MiB (logits over 4,097 ids for 8,192 tokens at once: 256.1 "
+                         "MiB), more than this machine's 257.6 MiB; lower eval_streams or eval_chunk, or the vocabulary")
+    small_evaluation = {"eval_streams": 1, "eval_chunk": 64}
+    _memory_of(monkeypatch, 4, TINY_TRAINING // 4)
+    resolved(**small_evaluation)
+    _memory_of(monkeypatch, 4, TINY_TRAINING // 4 - 1)
+    assert refusal(**small_evaluation) == (
+        "training needs at least 54.3 MiB (415,297 parameters with their gradients and optimizer state: 6.3 MiB; "
+        "logits over 4,097 ids for a step of 1,024 tokens: 48.0 MiB), more than this machine's 54.3 MiB; lower "
+        "batch_size or bptt, the model's sizes or the vocabulary")
+
+
+def test_a_million_ids_are_refused_for_their_logits_before_anything_is_built(monkeypatch):
+    """The hostile re-test's case: a tokenizer of 1,000,000 ids grew a tiny model's run to 23 GB (killed)."""
+    _memory_of(monkeypatch, 4096, 4 * 2 ** 18)  # 4 GiB
+    facts = DataFacts(vocab_size=1_000_000, corpus="toy", scheme="hf", train_chars=10 ** 9, train_tokens=10 ** 8)
+    assert refusal(facts=facts, emsize=16, nhid=16).startswith("evaluation needs at least 61.1 GiB (logits over "
+                                                               "1,000,000 ids for 8,192 tokens")
+    assert refusal(facts=facts, emsize=16, nhid=16, eval_streams=1, eval_chunk=64).startswith(
+        "training needs at least 11.7 GiB (17,004,352 parameters with their gradients and optimizer state: 259.5 MiB; "
+        "logits over 1,000,000 ids for a step of 1,024 tokens: 11.4 GiB)")
 
 
 def test_a_model_too_large_for_this_machine_is_refused():
-    assert re.fullmatch(r"the model has 4,000,520,283,201 parameters: 14,903\.1 GiB for its weights alone, more than "
-                        r"this machine's [\d,.]+ GiB of memory; lower its sizes or the vocabulary",
-                        refusal(nhid=1_000_000))
+    assert re.fullmatch(r"training needs at least 59,612\.4 GiB \(4,000,520,283,201 parameters .*\), more than "
+                        r"this (machine|container)'s [\d,.]+ GiB; lower batch_size or bptt, the model's sizes or the "
+                        r"vocabulary", refusal(nhid=1_000_000))
 
 
 @pytest.mark.parametrize("error", [ValueError, OSError, AttributeError])

@@ -139,16 +139,19 @@ def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfi
 
 def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts: DataFacts) -> None:
     """A budget that allows less than one optimizer step, or more than :data:`MOST_STEPS` (a typo such as
-    ``flops = 1e30``), is refused; the model is built on the meta device for its FLOPs per token."""
+    ``flops = 1e30``), is refused, as is a run beyond its device's memory; the model is built on the meta device
+    for its FLOPs per token and its parameters."""
     import torch
 
+    from bench.engine.memory import check_memory
     from bench.models import build_model
 
     with torch.device("meta"):
         net = build_model(model_name, model_config)
     flops_per_token = net.train_flops_per_token(train.bptt)
-    _check_memory(net.num_params())
     step = mean_step_tokens(train)
+    eval_tokens = max(train.eval_streams, train.final_eval_streams or 0) * (train.eval_chunk or train.bptt)
+    check_memory(net.num_params(), model_config.vocab_size, round(step), eval_tokens, train.device)
     epoch = epoch_tokens(facts.train_tokens, train.batch_size) if facts.train_tokens else None
     tokens = Budget.of(train).planned_tokens(facts.chars_per_token, epoch, step, flops_per_token)
     if tokens is None:
@@ -159,20 +162,6 @@ def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts:
     if tokens / step > MOST_STEPS:
         raise BenchError(f"the training budget plans {tokens / step:,.3g} steps, beyond {MOST_STEPS:,} (the paper's "
                          f"SHA-RNN trains about 80,000); lower it")
-
-
-def _check_memory(params: int) -> None:
-    """A model whose weights alone (float32) exceed this machine's memory is refused before anything is built."""
-    import os
-
-    try:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # not a POSIX system: nothing to compare with
-        return
-    if 4 * params > memory:
-        raise BenchError(f"the model has {params:,} parameters: {4 * params / 2**30:,.1f} GiB for its weights alone, "
-                         f"more than this machine's {memory / 2**30:,.1f} GiB of memory; lower its sizes or the "
-                         f"vocabulary")
 
 
 def _check_runtime(train: TrainConfig) -> None:
