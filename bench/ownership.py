@@ -5,7 +5,8 @@ writes claims its output here, before any work; anything else is refused in one 
 A folder says whose it is by what it holds:
 
 * a **run** folder: ``spec.json``, ``result.json``, ``status.json``, ``checkpoint.pt`` or ``best.pt``;
-  its identity is the run id recorded in the first three;
+  its identity is the run id recorded in the first three (which must agree: a folder holding two runs' files
+  is nobody's to write into);
 * a **matrix**'s results folder: ``owner.json`` saying so, or ``runs.csv``; its identity is the config it was
   run from, recorded in ``owner.json`` (relative to the folder, so that moving a checkout keeps it); a config
   file named ``matrix.toml`` does not make its folder a matrix's;
@@ -200,18 +201,23 @@ def _read_owner(folder: Path) -> dict:
 
 
 def _run_id(folder: Path) -> str | None:
+    recorded = {}
     for name in RUN_FILES[:3]:
         path = folder / name
         if not path.is_file():
             continue
         try:
-            recorded = json.loads(path.read_text()).get("run_id")
+            run_id = json.loads(path.read_text()).get("run_id")
         except (OSError, ValueError, AttributeError):
             raise BenchError(f"{path} is not readable JSON; this folder's run cannot be told: choose another folder "
                              f"or delete {folder}") from None
-        if recorded:
-            return str(recorded)
-    return None
+        if run_id:
+            recorded[name] = str(run_id)
+    if len(set(recorded.values())) > 1:  # say, a result.json copied in from another run
+        named = ", ".join(f"{name}: {run_id}" for name, run_id in recorded.items())
+        raise BenchError(f"{folder} holds the files of two runs ({named}): whose folder it is cannot be told; "
+                         f"choose another folder, or move the other run's files out of it")
+    return next(iter(recorded.values()), None)
 
 
 def _matrix_name(folder: Path) -> str | None:

@@ -400,3 +400,25 @@ def test_a_run_folder_name_is_one_folder_whatever_its_settings_spell():
         "lstm-tiny-bpe1024-wikitext-2-s0-0123456789"
     assert run_folder_name(["sha-rnn", "tiny", "hf/models/gpt 2", "wt2_a.b", "s1"], "fedcba9876543210") == \
         "sha-rnn-tiny-hf-models-gpt-2-wt2_a.b-s1-fedcba9876"
+
+
+def test_a_run_folder_holding_the_result_of_another_run_is_refused(owned, data_dir, tmp_path, cli_here,
+                                                                   one_line_error):
+    """spec.json of one run and result.json of another: whose folder it is cannot be told, so neither training
+    it again nor an eval writing into it may replace or add anything."""
+    import dataclasses
+
+    from bench.errors import BenchError
+
+    _, runs, _ = owned
+    mixed = tmp_path / "mixed"
+    shutil.copytree(runs["a"], mixed)
+    shutil.copy(runs["b"] / "result.json", mixed / "result.json")
+    before = _everything(mixed)
+    spec = RunSpec.from_json(json.loads((mixed / "spec.json").read_text())["spec"])  # this folder's spec.json
+    with pytest.raises(BenchError, match="holds the files of two runs"):
+        train(dataclasses.replace(spec, out_dir=str(mixed)), show_progress=False)
+    one_line_error(cli_here("eval", str(mixed), "--data-dir", str(data_dir), "--dump-token-losses",
+                            str(mixed / "losses.npy")), "holds the files of two runs")
+    assert _everything(mixed) == before
+
