@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.fileio import update_text
+from bench.fileio import write_text_atomic
 from bench.run_files import BEST, CHECKPOINT, ERROR, LOCK, LOG, RESULT, SPEC, STATUS, TOKENIZER, TRAIN_LOG
 
 RUN_FILES = (SPEC, RESULT, STATUS, CHECKPOINT, BEST)  # a log alone is debris
@@ -186,9 +186,13 @@ def record_report_owner(folder: Path, results_dir: Path) -> None:
 
 
 def _record(folder: Path, kind: str, key: str, path: Path) -> None:
-    """owner.json, written only when it changes (a finished study can be looked at on a read-only folder)."""
+    """owner.json, written only when it does not name ``path`` already (a finished study, moved or not, can be
+    looked at on a read-only folder)."""
+    recorded = _read_owner(folder)
+    if recorded.get("kind") == kind and Path(path).resolve() in _places(folder, recorded, key):
+        return
     owner = {"kind": kind, key: _relative(path, folder), f"{key}{ABSOLUTE}": str(Path(path).resolve())}
-    update_text(folder / OWNER, json.dumps(owner, indent=2) + "\n")
+    write_text_atomic(folder / OWNER, json.dumps(owner, indent=2) + "\n")
 
 
 def claim_output_file(path: Path, option: str, own_folder: Path | None = None, written_by: str | None = None) -> None:
