@@ -379,6 +379,11 @@ CASES = [
                                                "{new}", "--source", "{sandbox}/missing.txt"], "no WikiText file"),
     ("a stand-in from a text of no articles", ["data", "synthesize", "enwik8", "--bytes", "1000", "--out", "{new}",
                                                "--source", "{text}"], "holds no WikiText article"),
+    ("a report into a dangling link", ["report", "{results}", "--out", "{dangling}"], "which does not exist"),
+    ("a report under a dangling link", ["report", "{results}", "--out", "{dangling}/report"], "which does not exist"),
+    ("a run into a dangling link", TRAIN + ["--out", "{dangling}"], "which does not exist"),
+    ("a matrix into a dangling link", ["run-matrix", "{matrix}", "--data-dir", "{data}", "--results", "{dangling}",
+                                       "--quiet"], "which does not exist"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -497,6 +502,8 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
         (root / name / "tokenizer.json").write_text("{}")
         places[name] = root / name
     places["link"] = root / "link.npy"
+    (root / "dangling").symlink_to(root / "nowhere")  # a folder the link leads to that does not exist
+    places["dangling"] = root / "dangling"
 
 
 def _broken_checkpoints(root: Path, places: dict) -> None:
