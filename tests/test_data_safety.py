@@ -421,6 +421,11 @@ def test_a_run_folder_holding_the_result_of_another_run_is_refused(owned, data_d
     one_line_error(cli_here("eval", str(mixed), "--data-dir", str(data_dir), "--dump-token-losses",
                             str(mixed / "losses.npy")), "holds the files of two runs")
     assert _everything(mixed) == before
+    (mixed / "spec.json").unlink()  # now the folder records the other run only: its checkpoint is not that run's
+    before = _everything(mixed)
+    one_line_error(cli_here("eval", str(mixed), "--data-dir", str(data_dir), "--dump-token-losses",
+                            str(mixed / "token_nll.valid.npy")), "but its checkpoint")
+    assert _everything(mixed) == before
 
 
 def test_a_report_whose_owner_file_is_lost_is_never_replaced(owned, tmp_path, cli, cli_here, one_line_error):
