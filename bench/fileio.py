@@ -143,12 +143,18 @@ def read_toml(path: str | Path) -> dict:
 
 
 def require_folder(path: str | Path, what: str) -> Path:
-    """``path`` as a folder to write into: refused (one line) when it exists and is not a folder, or when a name
-    in it is longer than file systems allow (255 bytes)."""
+    """``path`` as a folder to write into: refused (one line) when it exists and is not a folder, when it or a
+    folder above it is a link to nothing (no folder can be made there), or when a name in it is longer than file
+    systems allow (255 bytes)."""
     path = Path(path)
     if any(len(part.encode()) > 255 for part in path.parts):
         raise BenchError(f"{what} {str(path)[:80]}...: a name in the path is longer than 255 bytes, beyond what file "
                          f"systems allow; choose a shorter path")
     if path.exists() and not path.is_dir():
         raise BenchError(f"{what} {path} is a file, not a folder; give a folder")
+    link = next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
+    if link is not None:
+        target = link.parent / os.readlink(link)
+        raise BenchError(f"{what} {path}: {link} is a link to {target}, which does not exist; create that folder or "
+                         f"give another {what}")
     return path

@@ -5,15 +5,18 @@ writes claims its output here, before any work; anything else is refused in one 
 A folder says whose it is by what it holds:
 
 * a **run** folder: ``spec.json``, ``result.json``, ``status.json``, ``checkpoint.pt`` or ``best.pt``;
-  its identity is the run id recorded in the first three;
+  its identity is the run id recorded in the first three (which must agree: a folder holding two runs' files
+  is nobody's to write into);
 * a **matrix**'s results folder: ``owner.json`` saying so, or ``runs.csv``; its identity is the config it was
-  run from, recorded in ``owner.json`` (relative to the folder, so that moving a checkout keeps it); a config
-  file named ``matrix.toml`` does not make its folder a matrix's;
+  run from, recorded in ``owner.json``, or else the config's contents, whose sha256 ``runs.csv`` records; a
+  config file named ``matrix.toml`` does not make its folder a matrix's;
 * a **report** folder: ``owner.json`` saying so, or ``report.md`` with ``report.html``; its identity is the
-  results folder it reports, also in ``owner.json``.
+  results folder it reports, recorded in ``owner.json`` only: a report whose ``owner.json`` is lost is
+  nobody's to rebuild.
 
+``owner.json`` records a path twice, relative to the folder (moving a checkout keeps it) and absolute (moving
+the folder alone keeps it): either leading to the config or results folder claims it.
 A matrix writes its own runs' folders inside its results folder; nothing else writes inside another's folder.
-Folders written before ``owner.json`` existed are adopted by the first claim that matches what they hold.
 """
 
 from __future__ import annotations
@@ -24,24 +27,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.fileio import update_text
+from bench.fileio import write_text_atomic
 from bench.run_files import BEST, CHECKPOINT, ERROR, LOCK, LOG, RESULT, SPEC, STATUS, TOKENIZER, TRAIN_LOG
 
 RUN_FILES = (SPEC, RESULT, STATUS, CHECKPOINT, BEST)  # a log alone is debris
 REPORT_FILES = ("report.md", "report.html")
 RUN_DEBRIS = (LOCK, LOG, TOKENIZER, ERROR, TRAIN_LOG)  # a run that never checkpointed
 OWNER = "owner.json"
+ABSOLUTE = "_absolute"  # owner.json's key for a path's absolute form
 
 
 @dataclass(frozen=True)
 class Owner:
     kind: str  # "run", "matrix" or "report"
     folder: Path
-    identity: str | None  # the run id; the matrix's config; the reported results folder (None: not recorded)
+    identity: str | None = None  # a run's id (None: not recorded)
+    places: tuple[Path, ...] = ()  # where each path owner.json records leads: the matrix's config, the results
+
+    def names(self, path: Path) -> bool:
+        """Whether owner.json names ``path`` (the config of a matrix, the results folder of a report)."""
+        return Path(path).resolve() in self.places
+
+    def source(self) -> str:
+        """Where the recorded config or results folder is, or where it was when recorded: never a path that
+        seems to lead somewhere it does not."""
+        found = next((place for place in self.places if place.exists()), None)
+        return str(found) if found else f"{self.places[-1]}, which does not exist"
 
     def describe(self) -> str:
-        what = {"run": "run", "matrix": "matrix results folder", "report": "report"}[self.kind]
-        return f"{self.folder} is a {what}" + (f" ({self.identity})" if self.identity else "")
+        if self.kind == "run":
+            return f"{self.folder} is a run" + (f" ({self.identity})" if self.identity else "")
+        if self.kind == "matrix":
+            return f"{self.folder} is a matrix results folder" + (f" (run from {self.source()})" if self.places
+                                                                  else "")
+        return f"{self.folder} is " + (f"the report of {self.source()}" if self.places else "a report")
 
 
 def owner_of(folder: Path) -> Owner | None:
@@ -51,12 +70,20 @@ def owner_of(folder: Path) -> Owner | None:
         return None
     recorded = _read_owner(folder)
     if recorded.get("kind") == "matrix" or (folder / "runs.csv").exists():
-        return Owner("matrix", folder, recorded.get("config"))
+        return Owner("matrix", folder, places=_places(folder, recorded, "config"))
     if any((folder / name).exists() for name in RUN_FILES):
         return Owner("run", folder, _run_id(folder))
     if recorded.get("kind") == "report" or all((folder / name).exists() for name in REPORT_FILES):
-        return Owner("report", folder, recorded.get("results"))
+        return Owner("report", folder, places=_places(folder, recorded, "results"))
     return None
+
+
+def _places(folder: Path, recorded: dict, key: str) -> tuple[Path, ...]:
+    """Where owner.json's ``key`` leads: its path relative to the folder, then its absolute path."""
+    paths = [folder / recorded[key]] if isinstance(recorded.get(key), str) else []
+    if isinstance(recorded.get(f"{key}{ABSOLUTE}"), str):
+        paths.append(Path(recorded[f"{key}{ABSOLUTE}"]))
+    return tuple(path.resolve() for path in paths)
 
 
 def enclosing_owner(path: Path) -> Owner | None:
@@ -95,20 +122,22 @@ def claim_run_folder(folder: Path, run_id: str, in_matrix: bool = False) -> None
         raise BenchError(f"{folder} is inside another folder ({above.describe()}); choose a folder outside it")
 
 
-def claim_matrix_folder(folder: Path, config_path: Path, name: str) -> None:
-    """A matrix's results folder: new, or the results of the same config; inside no run, matrix or report."""
-    config = _relative(config_path, folder)
+def claim_matrix_folder(folder: Path, config_path: Path) -> None:
+    """A matrix's results folder: new, or the results of the same config (the one owner.json names, or one with
+    the contents runs.csv records); inside no run, matrix or report."""
     owner = owner_of(folder)
     if owner is not None:
         if owner.kind != "matrix":
             raise BenchError(f"{owner.describe()}, not a matrix's results folder; choose another --results folder")
-        if owner.identity is None and _matrix_name(folder) not in (None, name):
-            raise BenchError(f"{folder} holds the results of matrix {_matrix_name(folder)!r}, not {name!r}; choose "
-                             f"another --results folder")
-        if owner.identity not in (None, config) and not _same_config(folder, config_path):
-            was = (folder / owner.identity).resolve()
-            raise BenchError(f"{folder} holds the results of the matrix run from {was}, not {config_path.resolve()}; "
-                             f"choose another --results folder (or run that config)")
+        if not owner.names(config_path) and not _same_config(folder, config_path):
+            if not owner.places:
+                raise BenchError(f"{folder} holds the results of a matrix whose {OWNER} is missing or unreadable, run "
+                                 f"from a config other than {config_path} (runs.csv records its sha256); choose "
+                                 f"another --results folder")
+            was = owner.places[-1]
+            again = "run that config" if was.exists() else f"put the config back at {was} and run it from there"
+            raise BenchError(f"{folder} holds the results of the matrix run from {owner.source()}, not "
+                             f"{config_path.resolve()}; choose another --results folder (or {again})")
     else:
         _refuse_foreign_files(folder, (), "a matrix's results folder")
     above = enclosing_owner(folder)
@@ -143,14 +172,16 @@ def _same_config(folder: Path, config_path: Path) -> bool:
 
 
 def record_matrix_owner(folder: Path, config_path: Path) -> None:
-    _record(folder, {"kind": "matrix", "config": _relative(config_path, folder)})
+    _record(folder, "matrix", "config", config_path)
 
 
 def claim_report_folder(folder: Path, results_dir: Path) -> None:
     """A report folder: new, or the report of the same results folder; inside no run, matrix or report."""
-    results = _relative(results_dir, folder)
     owner = owner_of(folder)
-    if owner is not None and not (owner.kind == "report" and owner.identity in (None, results)):
+    if owner is not None and owner.kind == "report" and not owner.places:
+        raise BenchError(f"{folder} is a report whose {OWNER} is missing or unreadable: the results it reports cannot "
+                         f"be told; choose another --out folder (or delete {folder} to rebuild it there)")
+    if owner is not None and not (owner.kind == "report" and owner.names(results_dir)):
         raise BenchError(f"{owner.describe()}, not the report of {results_dir}; choose another --out folder")
     if owner is None:
         _refuse_foreign_files(folder, (), "a report's folder")
@@ -160,12 +191,17 @@ def claim_report_folder(folder: Path, results_dir: Path) -> None:
 
 
 def record_report_owner(folder: Path, results_dir: Path) -> None:
-    _record(folder, {"kind": "report", "results": _relative(results_dir, folder)})
+    _record(folder, "report", "results", results_dir)
 
 
-def _record(folder: Path, owner: dict) -> None:
-    """owner.json, written only when it changes (a finished study can be looked at on a read-only folder)."""
-    update_text(folder / OWNER, json.dumps(owner, indent=2) + "\n")
+def _record(folder: Path, kind: str, key: str, path: Path) -> None:
+    """owner.json, written only when it does not name ``path`` already (a finished study, moved or not, can be
+    looked at on a read-only folder)."""
+    recorded = _read_owner(folder)
+    if recorded.get("kind") == kind and Path(path).resolve() in _places(folder, recorded, key):
+        return
+    owner = {"kind": kind, key: _relative(path, folder), f"{key}{ABSOLUTE}": str(Path(path).resolve())}
+    write_text_atomic(folder / OWNER, json.dumps(owner, indent=2) + "\n")
 
 
 def claim_output_file(path: Path, option: str, own_folder: Path | None = None, written_by: str | None = None) -> None:
@@ -209,27 +245,23 @@ def _read_owner(folder: Path) -> dict:
 
 
 def _run_id(folder: Path) -> str | None:
+    recorded = {}
     for name in RUN_FILES[:3]:
         path = folder / name
         if not path.is_file():
             continue
         try:
-            recorded = json.loads(path.read_text()).get("run_id")
+            run_id = json.loads(path.read_text()).get("run_id")
         except (OSError, ValueError, AttributeError):
             raise BenchError(f"{path} is not readable JSON; this folder's run cannot be told: choose another folder "
                              f"or delete {folder}") from None
-        if recorded:
-            return str(recorded)
-    return None
-
-
-def _matrix_name(folder: Path) -> str | None:
-    from bench.fileio import read_toml
-
-    try:
-        return str(read_toml(folder / "matrix.toml").get("matrix", {}).get("name"))
-    except (BenchError, OSError, AttributeError):
-        return None
+        if run_id:
+            recorded[name] = str(run_id)
+    if len(set(recorded.values())) > 1:  # say, a result.json copied in from another run
+        named = ", ".join(f"{name}: {run_id}" for name, run_id in recorded.items())
+        raise BenchError(f"{folder} holds the files of two runs ({named}): whose folder it is cannot be told; "
+                         f"choose another folder, or move the other run's files out of it")
+    return next(iter(recorded.values()), None)
 
 
 def _relative(path: Path, folder: Path) -> str:

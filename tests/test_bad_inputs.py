@@ -396,6 +396,15 @@ CASES = [
     ("a stand-in written into a matrix's folder", ["data", "synthesize", "enwik8", "--bytes", "20000000", "--out",
                                                   "{results}", "--source", "{text}"], "inside another command's"),
     ("a run's caches inside another run", TRAIN[:4] + ["{run}/data"] + TRAIN[5:], "inside another command's folder"),
+    ("a report into a dangling link", ["report", "{results}", "--out", "{dangling}"], "which does not exist"),
+    ("a report under a dangling link", ["report", "{results}", "--out", "{dangling}/report"], "which does not exist"),
+    ("a run into a dangling link", TRAIN + ["--out", "{dangling}"], "which does not exist"),
+    ("a matrix into a dangling link", ["run-matrix", "{matrix}", "--data-dir", "{data}", "--results", "{dangling}",
+                                       "--quiet"], "which does not exist"),
+    ("another matrix into results that lost owner.json and matrix.toml", ["run-matrix", "{renamed_matrix}",
+                                                                         "--dry-run", "--data-dir", "{data}",
+                                                                         "--results", "{ownerless}"],
+     "runs.csv records its sha256"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -537,6 +546,8 @@ def _broken_data(root: Path, places: dict, paths: dict) -> None:
         (root / name / "tokenizer.json").write_text("{}")
         places[name] = root / name
     places["link"] = root / "link.npy"
+    (root / "dangling").symlink_to(root / "nowhere")  # a folder the link leads to that does not exist
+    places["dangling"] = root / "dangling"
 
 
 def _broken_checkpoints(root: Path, places: dict) -> None:
@@ -570,6 +581,11 @@ def _broken_results(root: Path, places: dict) -> None:
     next((root / "corrupt_status").glob("*/")).joinpath("status.json").write_text("{garbage")
     next((root / "corrupt_status").glob("*/result.json")).unlink()  # so that its status is read
     (root / "corrupt_status" / "matrix.toml").rename(root / "corrupt_status.toml")
+    shutil.copytree(places["results"], root / "ownerless")  # what says whose it is, but for its runs.csv, lost
+    for name in ("owner.json", "matrix.toml"):
+        (root / "ownerless" / name).unlink()
+    (root / "renamed.toml").write_text(MATRIX.replace('name = "toy"', 'name = "renamed"'))
+    places.update(ownerless=root / "ownerless", renamed_matrix=root / "renamed.toml")
     places.update(torn_results=root / "torn", corrupt_results=root / "corrupt", corrupt_status=root / "corrupt_status",
                   corrupt_status_matrix=root / "corrupt_status.toml")
     _edited_results(root, places)

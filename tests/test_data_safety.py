@@ -400,3 +400,96 @@ def test_a_run_folder_name_is_one_folder_whatever_its_settings_spell():
         "lstm-tiny-bpe1024-wikitext-2-s0-0123456789"
     assert run_folder_name(["sha-rnn", "tiny", "hf/models/gpt 2", "wt2_a.b", "s1"], "fedcba9876543210") == \
         "sha-rnn-tiny-hf-models-gpt-2-wt2_a.b-s1-fedcba9876"
+
+
+def test_a_run_folder_holding_the_result_of_another_run_is_refused(owned, data_dir, tmp_path, cli_here,
+                                                                   one_line_error):
+    """spec.json of one run and result.json of another: whose folder it is cannot be told, so neither training
+    it again nor an eval writing into it may replace or add anything."""
+    import dataclasses
+
+    from bench.errors import BenchError
+
+    _, runs, _ = owned
+    mixed = tmp_path / "mixed"
+    shutil.copytree(runs["a"], mixed)
+    shutil.copy(runs["b"] / "result.json", mixed / "result.json")
+    before = _everything(mixed)
+    spec = RunSpec.from_json(json.loads((mixed / "spec.json").read_text())["spec"])  # this folder's spec.json
+    with pytest.raises(BenchError, match="holds the files of two runs"):
+        train(dataclasses.replace(spec, out_dir=str(mixed)), show_progress=False)
+    one_line_error(cli_here("eval", str(mixed), "--data-dir", str(data_dir), "--dump-token-losses",
+                            str(mixed / "losses.npy")), "holds the files of two runs")
+    assert _everything(mixed) == before
+    (mixed / "spec.json").unlink()  # now the folder records the other run only: its checkpoint is not that run's
+    before = _everything(mixed)
+    one_line_error(cli_here("eval", str(mixed), "--data-dir", str(data_dir), "--dump-token-losses",
+                            str(mixed / "token_nll.valid.npy")), "but its checkpoint")
+    assert _everything(mixed) == before
+
+
+def test_a_report_whose_owner_file_is_lost_is_never_replaced(owned, tmp_path, cli, cli_here, one_line_error):
+    root, _, _ = owned
+    other = tmp_path / "other-results"
+    shutil.copytree(root / "results" / "toy", other)
+    report = tmp_path / "report"
+    assert cli("report", str(other), "--out", str(report)).returncode == 0
+    for damage in ((report / "owner.json").unlink, lambda: (report / "owner.json").write_text("{garbage")):
+        damage()
+        before = _everything(report)
+        one_line_error(cli_here("report", str(root / "results" / "toy"), "--out", str(report)),
+                       "the results it reports cannot be told")
+        assert _everything(report) == before
+
+
+def test_a_results_folder_whose_owner_file_is_lost_is_known_by_its_runs_table(owned, data_dir, tmp_path, cli_here,
+                                                                              one_line_error):
+    """Without owner.json (and without matrix.toml) the results folder still says which config it ran: runs.csv
+    records the config's sha256; a config with other contents, its name or not, is refused."""
+    root, _, config = owned
+    results = tmp_path / "results"
+    shutil.copytree(root / "results" / "toy", results)
+    (results / "owner.json").unlink()
+    other = tmp_path / "other.toml"
+    for text in (config.read_text().replace('name = "toy"', 'name = "other"'), config.read_text() + "# edited\n"):
+        other.write_text(text)
+        for keep in (True, False):
+            if not keep:
+                (results / "matrix.toml").unlink(missing_ok=True)
+            one_line_error(cli_here("run-matrix", str(other), "--data-dir", str(data_dir), "--results", str(results),
+                                    "--dry-run"), "runs.csv records its sha256")
+    again = cli_here("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(results), "--dry-run")
+    assert again.returncode == 0, again.stderr  # the config whose contents runs.csv records: its own
+
+
+def test_a_moved_report_or_config_is_named_where_it_is(tmp_path):
+    """Moving a report, a results folder or a config: each claim either still matches (the recorded path,
+    relative or absolute, leads to it) or names where the config or results folder really was."""
+    from bench.errors import BenchError
+    from bench.ownership import claim_matrix_folder, claim_report_folder, record_matrix_owner, record_report_owner
+
+    results, report = tmp_path / "results" / "one", tmp_path / "reports" / "one"
+    results.mkdir(parents=True)
+    report.mkdir(parents=True)
+    record_report_owner(report, results)
+    moved = tmp_path / "elsewhere" / "deeper" / "one"
+    moved.parent.mkdir(parents=True)
+    report.rename(moved)
+    claim_report_folder(moved, results)  # the report moved, its results did not: still theirs
+    results.rename(tmp_path / "results" / "two")
+    with pytest.raises(BenchError, match=f"is the report of {results}, which does not exist, not the report of"):
+        claim_report_folder(moved, tmp_path / "results" / "two")
+
+    config, folder = tmp_path / "configs" / "m.toml", tmp_path / "runs" / "m"
+    config.parent.mkdir()
+    config.write_text('[matrix]\nname = "m"\n')
+    folder.mkdir(parents=True)
+    record_matrix_owner(folder, config)
+    (folder / "runs.csv").write_text("matrix,config_sha256\nm,0\n")
+    shutil.move(folder, tmp_path / "m")
+    config.write_text('[matrix]\nname = "m"\n# edited\n')
+    claim_matrix_folder(tmp_path / "m", config)  # the results moved, the config did not: still its own
+    config.rename(tmp_path / "m.toml")
+    with pytest.raises(BenchError, match=f"run from {config}, which does not exist, .* put the config back at "
+                                         f"{config}"):
+        claim_matrix_folder(tmp_path / "m", tmp_path / "m.toml")

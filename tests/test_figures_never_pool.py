@@ -88,7 +88,7 @@ def test_ranking_against_the_budget():
 
 
 def test_teacher_forcing():
-    profiles = {key: {f"lstm {t}": {"pieces": [{"pieces": 1, "first_piece_share": 10 * g + 1.5}],
+    profiles = {key: {("lstm", t): {"pieces": [{"pieces": 1, "first_piece_share": 10 * g + 1.5}],
                                     "positions": [{"position": p, "mean_bits": 10 * g + p} for p in (1, 2)]}
                       for t in ("byte", "bpe:1024")}
                 for g, key in enumerate(GROUPS)}
@@ -107,7 +107,7 @@ def test_the_teacher_forcing_caption_is_computed_from_the_profiles():
                "positions": [{"position": 1, "pieces": 90, "mean_bits": 8.0},
                              {"position": 2, "pieces": 40, "mean_bits": 9.5}, {"position": 3, "pieces": 10,
                                                                                "mean_bits": 4.5}]}
-    sentence = teacher_forcing_sentence({("wt2", "chars"): {"lstm bpe:1024": profile}})
+    sentence = teacher_forcing_sentence({("wt2", "chars"): {("lstm", "bpe:1024"): profile}})
     assert "carries 55-55%" in sentence and "costs 8.50-8.50 bits" in sentence  # (30 x 0.6 + 10 x 0.4) / 40
     assert "nearly free" not in sentence and teacher_forcing_sentence({}) == ""
 

@@ -431,3 +431,18 @@ def test_each_finished_run_says_what_it_measured_and_a_resume_says_how_many_resu
     (run / "result.json").unlink()  # as if killed after its last checkpoint
     run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     assert "1 to run (1 of them resume from a checkpoint; in-process" in capsys.readouterr().err
+
+
+def test_a_runs_tokenizer_is_its_cells_as_the_config_writes_it():
+    """runs.csv keeps the tokenizer as the config writes it; the run records it parsed, a pretrained path from the
+    config's folder: the report's check of each row against its result.json takes both for the same."""
+    from bench.study.grid import is_cell_tokenizer
+
+    assert is_cell_tokenizer("bpe:300", "bpe:0300") and not is_cell_tokenizer("bpe:300", "bpe:512")
+    assert is_cell_tokenizer("hf:configs/my tok ✓", "hf:my tok ✓") and is_cell_tokenizer("spm:a/../m.model",
+                                                                                         "spm:../m.model")
+    assert is_cell_tokenizer("hf:/models/gpt2", "hf:/models/gpt2")
+    for run, cell in (("hf:configs/xtok", "hf:tok"), ("spm:configs/tok", "hf:tok"), ("hf:a/models/gpt2",
+                                                                                     "hf:/models/gpt2"),
+                      ("byte", "garbage")):
+        assert not is_cell_tokenizer(run, cell), (run, cell)

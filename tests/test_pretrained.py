@@ -120,6 +120,24 @@ def test_pretrained_schemes_in_stats_training_and_a_matrix(files, tmp_path, make
     assert np.isfinite(result["metrics"]["test"]["bits_per_byte"])
 
 
+
+def test_a_matrix_of_a_tokenizer_relative_to_its_config_is_reported(files, tmp_path, make_toy_corpus, cli):
+    """The README's form, hf:PATH relative to the config (the run records it from the config's folder), with a
+    space in the path: the report reads the runs back and draws every figure."""
+    data = make_toy_corpus(tmp_path)
+    shutil.copytree(files["gpt2"], tmp_path / "config" / "my tok ✓")
+    (tmp_path / "config" / "m.toml").write_text(
+        '[matrix]\nname = "pt"\n[axes]\nmodel = ["lstm"]\ntokenizer = ["hf:my tok ✓", "byte"]\ndataset = ["toy"]\n'
+        '[budget]\nchars = 2_000\n[context]\nchars = 32\n[shared]\nbatch_size = 4\nemsize = 16\nnhid = 16\n'
+        'eval_every = 5\neval_max_chars = 500\ndump_token_losses = true\n')
+    done = cli("run-matrix", "config/m.toml", "--results", str(tmp_path / "results"), "--data-dir", str(data),
+               "--quiet", cwd=tmp_path)  # the config named relative to where the command runs
+    assert done.returncode == 0, done.stderr
+    report = cli("report", str(tmp_path / "results"), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    assert "| lstm hf:my tok ✓ |" in (tmp_path / "report" / "report.md").read_text()  # the teacher-forcing table
+    assert (tmp_path / "report" / "3-teacher-forcing.png").is_file()
+
 def test_a_tokenizer_file_saved_with_truncation_and_padding_encodes_the_whole_text(files, tmp_path, corpus_text):
     doc = json.loads((files["gpt2"] / "tokenizer.json").read_text())
     doc["truncation"] = {"direction": "Right", "max_length": 16, "strategy": "LongestFirst", "stride": 0}

@@ -97,7 +97,7 @@ def eval_command(
     check_split(split)
     run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
     writes = dump_token_losses is not None or bool(marginal)  # reading alone needs no owner: a damaged spec.json
-    own = run_folder if writes and owner_of(run_folder) is not None else None  # the evaluated run's own folder
+    own = _own_folder(checkpoint_path, run_folder) if writes else None  # the evaluated run's own folder
     if dump_token_losses is not None:
         claim_output_file(dump_token_losses, "--dump-token-losses", own_folder=own)
     for option, value in (("--marginal", marginal), ("--marginal-lines", marginal_lines)):
@@ -136,6 +136,22 @@ def eval_command(
               f"{m.marginal_bits_per_byte:.5f} ± {m.marginal_se:.5f} bits/byte against "
               f"{m.canonical_bits_per_byte:.5f} for the canonical segmentation ({100 * m.relative_gap:.3f}% lower; "
               f"in expectation an underestimate of the gap)")
+
+
+def _own_folder(checkpoint_path: Path, run_folder: Path) -> Path | None:
+    """The folder of the evaluated run, where eval may add its files (None: no run's): never a folder whose files
+    record another run than the checkpoint's, whose report would read what eval adds as that run's."""
+    from bench.engine.checkpoint import load, locate
+
+    owner = owner_of(run_folder)
+    if owner is None or owner.identity is None:  # a folder of loose checkpoints, its run not recorded
+        return None if owner is None else run_folder
+    theirs = load(checkpoint_path).get("run_id")
+    if owner.identity != theirs:
+        raise BenchError(f"{run_folder} records run {owner.identity} but its checkpoint {locate(checkpoint_path)} is "
+                         f"of run {theirs}; nothing is written there: evaluate the run in its own folder, or write "
+                         f"elsewhere")
+    return run_folder
 
 
 def _marginal_settings(checkpoint_path: Path, draws: int, lines: int | None) -> dict:

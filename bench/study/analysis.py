@@ -118,11 +118,11 @@ def unigram_floor(run: FinishedRun) -> dict:
 
 def token_analyses(done, runs: dict[str, FinishedRun]) -> tuple[dict, dict, dict]:
     """From the runs' artefacts: unigram floors per (dataset, tokenizer), how word loss spreads over pieces
-    per text and matching rule and "model tokenizer", and the share of loss on <unk> per run folder."""
+    per text and matching rule and (model, tokenizer), and the share of loss on <unk> per run folder."""
     floors = {}
     for (dataset, tokenizer), group in done.groupby(["dataset", "tokenizer"]):
         floors[(dataset, tokenizer)] = unigram_floor(runs[group["run_dir"].iloc[0]])
-    profiles, unk = {}, {}  # (dataset, match) -> {"model tokenizer": profile}; run folder -> <unk> share
+    profiles, unk = {}, {}  # (dataset, match) -> {(model, tokenizer): profile}; run folder -> <unk> share
     for (model, tokenizer, dataset, match), group in done.groupby(["model", "tokenizer", "dataset", "match"]):
         profiled = False
         for run_dir in group.sort_values("seed")["run_dir"]:
@@ -133,7 +133,7 @@ def token_analyses(done, runs: dict[str, FinishedRun]) -> tuple[dict, dict, dict
             if len(ids) != len(nll):
                 continue
             if not profiled:  # the first seed's
-                profiles.setdefault((dataset, match), {})[f"{model} {tokenizer}"] = piece_profile(
+                profiles.setdefault((dataset, match), {})[(model, tokenizer)] = piece_profile(
                     run.tokenizer, ids, nll)
                 profiled = True
             share = unk_share(run.tokenizer, ids, nll)
@@ -218,7 +218,7 @@ def piece_profile(tokenizer, ids: np.ndarray, token_nll: np.ndarray, max_pieces:
             "first_piece_share_all": float((first[present & (total > 0)] / total[present & (total > 0)]).mean())}
 
 
-def teacher_forcing_sentence(profiles: dict[tuple[str, str], dict[str, dict]]) -> str:
+def teacher_forcing_sentence(profiles: dict[tuple[str, str], dict[tuple[str, str], dict]]) -> str:
     """What the piece profiles show, in numbers (the figure's caption states no finding the data do not)."""
     shares, later = [], []
     for group in profiles.values():

@@ -71,7 +71,7 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, d
     execution.check()
     config = load_config(config_path)
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
-    claim_matrix_folder(results, config.path, config.name)
+    claim_matrix_folder(results, config.path)
     data = resolve_data_dir(data_dir or config.data_dir)
     new_corpora = [data / name for name in config.corpora if not (data / name).exists()]
     try:

@@ -123,26 +123,26 @@ def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Fi
     return fig
 
 
-def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[str, dict]],
+def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[tuple[str, str], dict]],
                            style: FigureStyle | None = None) -> Figure:
     """How a word's loss is spread over its pieces (left) and loss by position within the word (right): a row
-    per text and matching rule, ``profiles``: (dataset, match) -> "model tokenizer" -> profile."""
+    per text and matching rule, ``profiles``: (dataset, match) -> (model, tokenizer) -> profile (a tokenizer's
+    name may hold spaces: hf:PATH)."""
     if not profiles:
         raise NoData("no per-token losses were saved (dump_token_losses = true saves them)")
     if style is None:
-        style = FigureStyle.of({label.split(" ")[-1] for group in profiles.values() for label in group})
+        style = FigureStyle.of({tokenizer for group in profiles.values() for _, tokenizer in group})
     keys = sorted(profiles)
     fig, axes = plt.subplots(len(keys), 2, figsize=(10, 4.6 * len(keys)), squeeze=False)
     for (left, right), key in zip(axes, keys):
         group = profiles[key]
-        for label in sorted(group, key=lambda k: tokenizer_order(k.split(" ")[-1])):
-            model, tokenizer = label.rsplit(" ", 1)
+        for model, tokenizer in sorted(group, key=lambda k: tokenizer_order(k[1])):
             look = dict(color=style.colors[tokenizer], ls=LINESTYLES.get(model, ":"), marker=MARKERS.get(model, "D"),
-                        label=label)
-            pieces = group[label]["pieces"]
+                        label=f"{model} {tokenizer}")
+            pieces = group[(model, tokenizer)]["pieces"]
             if pieces:
                 left.plot([p["pieces"] for p in pieces], [p["first_piece_share"] for p in pieces], **look)
-            positions = group[label]["positions"]
+            positions = group[(model, tokenizer)]["positions"]
             if len(positions) > 1:
                 right.plot([p["position"] for p in positions], [p["mean_bits"] for p in positions], ms=3, **look)
         where = group_title(key, len(keys))

@@ -208,7 +208,7 @@ def _word_sections(doc: ReportPage, study: Study, out: Path, profiles: dict, unk
             + analysis.teacher_forcing_sentence(profiles) + " Late positions exist only in long words, which are "
             "rarer and harder: the right panel mixes position with word length, most visibly for subword pieces.")
     several = len(profiles) > 1
-    doc.table([{"run": k + (f" ({key[0]}, {key[1]})" if several else ""),
+    doc.table([{"run": " ".join(k) + (f" ({key[0]}, {key[1]})" if several else ""),
                 "mean pieces per word": round(v.get("mean_pieces_per_word", math.nan), 3),
                 "first-piece share, all words": round(v.get("first_piece_share_all", math.nan), 3)}
                for key, group in sorted(profiles.items()) for k, v in sorted(group.items())],

@@ -25,7 +25,7 @@ from bench.errors import BenchError
 from bench.fileio import update_text
 from bench.run_files import RESULT
 from bench.study.config import MatrixConfig
-from bench.study.grid import CORE_AXES
+from bench.study.grid import CORE_AXES, is_cell_tokenizer
 from bench.study.plan import PlannedRun
 from bench.study.pretrained import PRETRAINED, PretrainedRun
 from bench.study.run_status import Attempt, RunStatus
@@ -139,7 +139,9 @@ def check_row(row: dict, result: RunResult, path: Path) -> None:
                 isinstance(want, float) and math.isnan(want)):
             continue
         have = row[key]
-        if isinstance(want, bool) or not isinstance(want, (int, float)):
+        if key == "tokenizer":  # a pretrained tokenizer's path: the row has it as the config writes it
+            same = is_cell_tokenizer(str(want), str(have))
+        elif isinstance(want, bool) or not isinstance(want, (int, float)):
             same = str(have).lower() == str(want).lower()
         else:
             try:
