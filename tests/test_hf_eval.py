@@ -298,7 +298,8 @@ def test_a_matrix_checks_pretrained_windows_against_the_model_before_running(tin
         (tmp_path / f"{split}.txt").write_text(f"some text for the {split} split of the toy corpus\n" * 200)
     config.write_text(MATRIX.format(model=tiny_gpt2).replace('name = "gpt2-tiny"', 'name = "gpt2-tiny"\n'
                                                              'dataset = "wikitext-3"'))
-    one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(data_dir)),
+    # its own data folder: the shared one holds a corpus 'toy' of other files, which the config may not replace
+    one_line_error(cli_here("run-matrix", str(config), "--dry-run", "--data-dir", str(tmp_path / "data")),
                    "[[pretrained]] gpt2-tiny: unknown corpus 'wikitext-3'")
 
 

@@ -21,11 +21,14 @@ EVAL_LOGIT_COPIES = 2  # logits and their log-softmax
 
 
 def device_memory(device_name: str) -> tuple[int, str] | None:
-    """The memory a run on ``device_name`` can use and what it is (None: not known, so nothing is checked)."""
+    """The memory a run on ``device_name`` can use and what it is (None: not known, so nothing is checked; a run
+    planned here for a GPU elsewhere, say a cluster's, is checked where it runs)."""
     import torch
 
     from bench.engine.device import pick_device
 
+    if device_name.startswith("cuda") and not torch.cuda.is_available():
+        return None
     device = pick_device(device_name)
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory, f"{torch.cuda.get_device_name(device)}'s"

@@ -203,12 +203,21 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
     stopped = ctx.Event()
     # Workers are started with Ctrl-C held (blocked, not lost): one that got it while still importing would die and
     # break the pool. Each worker takes it once its handler is set (init_worker), this process once it waits below.
+    # Meanwhile another of this process's threads may take it, and Python would raise it here wherever the main
+    # thread is, the pool half built: it is noted instead, and acted on once the pool has its runs.
+    noted = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,
-                               initargs=(gpu_queue, os.getpid(), stopped))
-    futures = {pool.submit(worker_chain, [r.resolved.to_json() for r in pending], settings): pending
-               for pending in todo}
-    waiting, interrupted, abandon = set(futures), False, False
+    try:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,
+                                   initargs=(gpu_queue, os.getpid(), stopped))
+        futures = {pool.submit(worker_chain, [r.resolved.to_json() for r in pending], settings): pending
+                   for pending in todo}
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    waiting, interrupted, abandon = set(futures), bool(noted), False
+    if interrupted:
+        _stop_all(stopped, waiting)
     try:
         while waiting:
             try:
