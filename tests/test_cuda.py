@@ -152,7 +152,7 @@ def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpu
     assert mixed == pytest.approx(exact, rel=1e-2)
 
 
-def test_on_cuda_lamb_is_foreach_never_waiting_for_the_gpu():
+def test_on_cuda_lamb_is_foreach_never_waiting_for_the_gpu_and_adamw_is_fused():
     """lamb_impl=auto is the foreach LAMB on CUDA: the loop's update within 1e-6 over 100 steps, and no step reads a
     tensor on the host (CUDA's sync debug mode raises at any synchronising call)."""
     from bench.engine.optim import build_optimizer
@@ -178,6 +178,8 @@ def test_on_cuda_lamb_is_foreach_never_waiting_for_the_gpu():
                 torch.cuda.set_sync_debug_mode("default")
     for a, b in zip(*twins):
         assert (a - b).norm() <= 1e-6 * b.norm() or torch.equal(a, b)
+    adamw = build_optimizer(twins[0], TrainConfig(optimizer="adamw"))
+    assert adamw.param_groups[0]["fused"] is True
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs for 2-process DDP with NCCL")

@@ -201,3 +201,17 @@ def test_a_run_checkpointed_under_the_loop_resumes_under_foreach(make_toy_corpus
 def test_lamb_impl_chooses_the_implementation_and_auto_is_the_loop_on_a_cpu(optimizer, impl, foreach):
     opt = build_optimizer(_sha_rnn().parameters(), TrainConfig(optimizer=optimizer, lamb_impl=impl))
     assert isinstance(opt, Lamb) and opt.foreach is foreach
+
+
+def test_adamw_keeps_the_implementation_chosen_for_its_device_when_a_checkpoint_loads(one_thread):
+    """Fused on CUDA (tests/test_cuda.py), PyTorch's default on a CPU; a checkpoint's groups name the
+    implementation they were saved with, which must not follow the state to another device."""
+    model = _sha_rnn()
+    opt = build_optimizer(model.parameters(), TrainConfig(optimizer="adamw"))
+    assert opt.param_groups[0]["fused"] is None and opt.param_groups[0]["foreach"] is None
+    other = torch.optim.AdamW(model.parameters(), fused=True)  # as a CUDA run saves it
+    model(torch.randint(0, 64, (2, 9)))[0].sum().backward()
+    other.step()
+    opt.load_state_dict(other.state_dict())
+    assert opt.param_groups[0]["fused"] is None and opt.param_groups[0]["foreach"] is None
+    assert opt.state[model.embedding.weight]["step"].item() == 1

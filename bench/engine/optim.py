@@ -118,7 +118,21 @@ def build_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
         foreach = on_cuda if config.lamb_impl == "auto" else config.lamb_impl == "foreach"
         return Lamb(parameters, lr=config.lr, betas=betas, eps=config.eps, weight_decay=config.weight_decay,
                     min_trust=config.min_trust, foreach=foreach)
-    return torch.optim.AdamW(parameters, lr=config.lr, betas=betas, eps=config.eps, weight_decay=config.weight_decay)
+    # on CUDA one fused kernel for the whole update; elsewhere PyTorch's default for the device (on a CPU, its loop)
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, betas=betas, eps=config.eps,
+                                  weight_decay=config.weight_decay, fused=True if on_cuda else None)
+    optimizer.register_load_state_dict_pre_hook(_keep_implementation)
+    return optimizer
+
+
+def _keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
+    """A checkpoint's groups carry the implementation they were saved with (fused on CUDA, PyTorch's default on a
+    CPU) and would replace the one chosen for these parameters when it loads: a run resumed on another device keeps
+    its device's. Applied before loading, so that the step counts move where a fused update wants them."""
+    flags = ("foreach", "fused")
+    groups = [{**saved, **{k: mine[k] for k in flags}}
+              for mine, saved in zip(optimizer.param_groups, state_dict["param_groups"], strict=True)]
+    return {**state_dict, "param_groups": groups}
 
 
 def lr_factor(step: int, progress: float, config: TrainConfig) -> float:
