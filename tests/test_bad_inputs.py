@@ -148,6 +148,7 @@ CASES = [
     ("unknown setting", TRAIN + ["--set", "bogus=1"], "unknown setting 'bogus'"),
     ("not a number", TRAIN + ["--set", "max_steps=lots"], "bad value 'lots' for max_steps"),
     ("not a choice", TRAIN + ["--set", "attention=everywhere"], "allowed: second-last, all, none"),
+    ("not a LAMB implementation", TRAIN + ["--set", "lamb_impl=fused"], "allowed: auto, foreach, loop"),
     ("Boom width", TRAIN + ["--set", "nhid=100"], "multiple of emsize"),
     ("unknown device", TRAIN + ["--set", "device=tpu"], "bad device 'tpu'"),
     ("absent GPU", TRAIN + ["--set", "device=cuda"], "no CUDA GPU is available"),

@@ -1,17 +1,25 @@
 """The LAMB optimizer of the SHA-RNN recipe and the learning-rate schedules."""
 
+import copy
+
 import pytest
 import torch
 
-from bench.engine.optim import Lamb, lr_factor
+from bench.engine.optim import Lamb, build_optimizer, lr_factor
+from bench.engine.presets import get_preset
+from bench.engine.run import train
 from bench.engine.spec import TrainConfig
+from bench.engine.trainer import Trainer
+from bench.models import build_model, make_config
+from tests.test_train import _final_weights, spec
 
 
-def test_lamb_matches_its_definition():
+@pytest.mark.parametrize("foreach", [True, False])
+def test_lamb_matches_its_definition(foreach):
     torch.manual_seed(0)
     w = torch.randn(5, 3, requires_grad=True)
     w0 = w.detach().clone()
-    opt = Lamb([w], lr=0.1, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.01, min_trust=0.25)
+    opt = Lamb([w], lr=0.1, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.01, min_trust=0.25, foreach=foreach)
     m = torch.zeros_like(w0)
     v = torch.zeros_like(w0)
     ref = w0.clone()
@@ -27,21 +35,23 @@ def test_lamb_matches_its_definition():
     assert torch.allclose(w.detach(), ref, atol=1e-6)
 
 
+@pytest.mark.parametrize("foreach", [True, False])
 @pytest.mark.parametrize("weight, min_trust, expected", [
     (1e-4, 0.25, 1e-4 - 0.25),  # tiny weights: trust ~1e-3, floored at 0.25; the update u = g/|g| is 1 per element
     (100.0, 0.0, 100.0 - 1.0),  # |w| = 1000 is clamped to 10, |u| = 10: trust 1
 ])
-def test_lamb_trust_ratio_floor_and_weight_norm_clamp(weight, min_trust, expected):
+def test_lamb_trust_ratio_floor_and_weight_norm_clamp(weight, min_trust, expected, foreach):
     w = torch.full((100,), weight, requires_grad=True)
     w.grad = torch.ones(100)
-    Lamb([w], lr=1.0, betas=(0.0, 0.0), eps=0.0, min_trust=min_trust).step()
+    Lamb([w], lr=1.0, betas=(0.0, 0.0), eps=0.0, min_trust=min_trust, foreach=foreach).step()
     assert torch.allclose(w.detach(), torch.full((100,), expected))
 
 
-def test_zero_weights_get_trust_one():
+@pytest.mark.parametrize("foreach", [True, False])
+def test_zero_weights_get_trust_one(foreach):
     w = torch.zeros(4, requires_grad=True)
     w.grad = torch.ones(4)
-    Lamb([w], lr=0.5, betas=(0.0, 0.0), eps=0.0, min_trust=0.25).step()
+    Lamb([w], lr=0.5, betas=(0.0, 0.0), eps=0.0, min_trust=0.25, foreach=foreach).step()
     assert torch.allclose(w.detach(), torch.full((4,), -0.5))
 
 
@@ -61,3 +71,147 @@ LINEAR = dict(warmup_steps=0, schedule="linear", min_lr_ratio=0.0, max_steps=100
 ])
 def test_learning_rate_schedule(schedule, step, progress, factor):
     assert lr_factor(step, progress, TrainConfig(**schedule)) == pytest.approx(factor)
+
+
+# ---- the foreach LAMB (lamb_impl): the loop's update, all tensors at once, never waiting for the device ----------
+
+def _sha_rnn(vocab: int = 64) -> torch.nn.Module:
+    recipe = get_preset("sha-rnn", "tiny")["model"]
+    return build_model("sha-rnn", make_config("sha-rnn", {**recipe, "vocab_size": vocab}))
+
+
+class _Model(torch.nn.Module):
+    """The SHA-RNN at preset tiny, with a weight that starts at zero (weight norm 0 at the first step) and one that
+    stays zero with a zero gradient (both norms 0: trust 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = _sha_rnn()
+        self.zero_start = torch.nn.Parameter(torch.zeros(8))
+        self.always_zero = torch.nn.Parameter(torch.zeros(3))
+
+    def loss(self, x: torch.Tensor) -> torch.Tensor:
+        hidden, _ = self.net(x[:, :-1], None)
+        loss = torch.nn.functional.cross_entropy(self.net.logits(hidden).flatten(0, 1), x[:, 1:].flatten())
+        return loss + (self.zero_start * torch.arange(8.0)).sum() * 1e-3 + (self.always_zero * 0).sum()
+
+
+def _train(model: _Model, foreach: bool, min_trust: float, steps: int = 100) -> Lamb:
+    opt = Lamb(model.parameters(), lr=4e-3, betas=(0.9, 0.99), weight_decay=0.1, min_trust=min_trust, foreach=foreach)
+    data = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        opt.zero_grad()
+        model.loss(torch.randint(0, 64, (2, 17), generator=data)).backward()
+        opt.step()
+    return opt
+
+
+def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return 0.0 if torch.equal(a, b) else ((a - b).norm() / b.norm()).item()
+
+
+@pytest.fixture()
+def one_thread():
+    """Steps of a tiny model: a second thread only waits for the first (or for another job's)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_the_foreach_lamb_trains_the_sha_rnn_as_the_loop_does_for_100_steps(one_thread):
+    torch.manual_seed(0)
+    start = _Model()
+    runs = {key: copy.deepcopy(start) for key in [(True, 0.25), (False, 0.25), (True, 0.0)]}
+    states = {key: _train(model, *key).state for key, model in runs.items()}
+    foreach, loop = runs[True, 0.25], runs[False, 0.25]
+    for (name, a), b in zip(foreach.named_parameters(), loop.parameters()):
+        assert _relative(a, b) <= 1e-6, name
+        for key in ("exp_avg", "exp_avg_sq"):
+            assert _relative(states[True, 0.25][a][key], states[False, 0.25][b][key]) <= 1e-6, (name, key)
+        assert states[True, 0.25][a]["step"] == states[False, 0.25][b]["step"] == 100
+    assert foreach.always_zero.abs().sum() == 0 and foreach.zero_start.abs().sum() > 0
+    # the floor took part: without it the same run ends elsewhere
+    unfloored = runs[True, 0.0].state_dict()
+    assert any(_relative(unfloored[k], v) > 1e-3 for k, v in foreach.state_dict().items())
+
+
+def test_the_foreach_lamb_never_reads_a_tensor_on_the_host(monkeypatch):
+    """On CUDA a read (``.item()``, ``if tensor``) waits for every launched kernel: the step must not make one."""
+    model = _Model()
+    opt = Lamb(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=True)
+    model.loss(torch.randint(0, 64, (2, 9))).backward()
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the LAMB step read a tensor on the host")
+
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__"):
+        monkeypatch.setattr(torch.Tensor, name, refused)
+    opt.step()
+    opt.step()
+
+
+def test_a_lamb_checkpoint_resumes_under_the_other_implementation(one_thread):
+    """Both keep the same state per parameter (step, exp_avg, exp_avg_sq), as checkpoints before foreach did."""
+    torch.manual_seed(0)
+    first = _Model()
+    saved = _train(first, foreach=False, min_trust=0.25, steps=3).state_dict()
+    assert {k for s in saved["state"].values() for k in s} == {"step", "exp_avg", "exp_avg_sq"}
+    assert all(type(s["step"]) is int for s in saved["state"].values())  # counted on the host: no launch each
+    assert set(saved["param_groups"][0]) == {"lr", "betas", "eps", "weight_decay", "min_trust", "params"}
+    twins = {foreach: copy.deepcopy(first) for foreach in (True, False)}
+    for foreach, model in twins.items():
+        opt = Lamb(model.parameters(), foreach=foreach)
+        opt.load_state_dict(copy.deepcopy(saved))  # as from a file: the twins must not share the moments
+        assert opt.foreach is foreach  # the checkpoint does not choose the implementation
+        data = torch.Generator().manual_seed(2)
+        for _ in range(3):
+            opt.zero_grad()
+            model.loss(torch.randint(0, 64, (2, 9), generator=data)).backward()
+            opt.step()
+        assert opt.state[model.zero_start]["step"] == 6
+    for a, b in zip(twins[True].parameters(), twins[False].parameters()):
+        assert _relative(a, b) <= 1e-6
+
+
+def test_a_run_checkpointed_under_the_loop_resumes_under_foreach(make_toy_corpus, tmp_path, monkeypatch, one_thread):
+    """lamb_impl is not in the run id: ``bench train --set lamb_impl=foreach`` resumes a loop run's folder, and ends
+    where the uninterrupted loop run does."""
+    data = make_toy_corpus(tmp_path)
+    reference = train(spec(data, tmp_path / "a", lamb_impl="loop"), show_progress=False)
+    original = Trainer.train_step
+
+    def crash_at_step_seven(self):
+        if self.progress.step == 7:
+            raise RuntimeError("killed")  # the last checkpoint is step 4's
+        return original(self)
+
+    monkeypatch.setattr(Trainer, "train_step", crash_at_step_seven)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(spec(data, tmp_path / "b", lamb_impl="loop"), show_progress=False)
+    monkeypatch.setattr(Trainer, "train_step", original)
+    resumed = train(spec(data, tmp_path / "b", lamb_impl="foreach"), show_progress=False)
+    assert resumed.run_id == reference.run_id and resumed.resolved["train"]["lamb_impl"] == "foreach"
+    a, b = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "b")
+    assert all(_relative(b[k], a[k]) <= 1e-6 for k in a)
+
+
+@pytest.mark.parametrize("optimizer,impl,foreach", [("lamb", "auto", False), ("lamb", "foreach", True),
+                                                    ("lamb", "loop", False)])
+def test_lamb_impl_chooses_the_implementation_and_auto_is_the_loop_on_a_cpu(optimizer, impl, foreach):
+    opt = build_optimizer(_sha_rnn().parameters(), TrainConfig(optimizer=optimizer, lamb_impl=impl))
+    assert isinstance(opt, Lamb) and opt.foreach is foreach
+
+
+def test_adamw_keeps_the_implementation_chosen_for_its_device_when_a_checkpoint_loads(one_thread):
+    """Fused on CUDA (tests/test_cuda.py), PyTorch's default on a CPU; a checkpoint's groups name the
+    implementation they were saved with, which must not follow the state to another device."""
+    model = _sha_rnn()
+    opt = build_optimizer(model.parameters(), TrainConfig(optimizer="adamw"))
+    assert opt.param_groups[0]["fused"] is None and opt.param_groups[0]["foreach"] is None
+    other = torch.optim.AdamW(model.parameters(), fused=True)  # as a CUDA run saves it
+    model(torch.randint(0, 64, (2, 9)))[0].sum().backward()
+    other.step()
+    opt.load_state_dict(other.state_dict())
+    assert opt.param_groups[0]["fused"] is None and opt.param_groups[0]["foreach"] is None
+    assert opt.state[model.embedding.weight]["step"].item() == 1

@@ -46,6 +46,15 @@ def test_a_setting_added_later_enters_the_run_id_only_when_set_to_another_value(
     assert resolved(**{name: other}).run_id() != resolved().run_id()
 
 
+@pytest.mark.parametrize("impl", ["foreach", "loop"])
+def test_the_lamb_implementation_is_not_in_the_run_id(impl):
+    from bench.engine.resolve import EXECUTION
+
+    assert "lamb_impl" in EXECUTION  # the same update to rounding (tests/test_optim.py), as threads are: one run
+    assert resolved(lamb_impl=impl).run_id() == resolved().run_id()
+    assert resolved(lamb_impl=impl).train.lamb_impl == impl
+
+
 def test_where_a_run_is_written_or_executed_does_not_change_its_id():
     config = resolved(device="cpu", init_from="/a/b/run-x")
     moved = resolved(device="cuda", threads=3, init_from="/elsewhere/run-x").with_spec(out_dir="/tmp/out",

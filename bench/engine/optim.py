@@ -15,6 +15,7 @@ whose weights are small (LayerNorm biases, gates starting at zero) learning.
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 import torch
 
@@ -22,11 +23,17 @@ from bench.engine.spec import TrainConfig
 
 
 class Lamb(torch.optim.Optimizer):
+    """``foreach`` updates all tensors of a group (of one device and dtype) with ``torch._foreach_*`` ops, one
+    launch per op instead of one per parameter, and never reads a tensor on the host; the loop is the reference's
+    order of operations, one parameter at a time. Both keep the same state per parameter (``step``, ``exp_avg``,
+    ``exp_avg_sq``), so a checkpoint of either resumes under the other."""
+
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.0, min_trust: float = 0.25):
+                 weight_decay: float = 0.0, min_trust: float = 0.25, foreach: bool = True):
         if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or not 0 <= min_trust < 1:
             raise ValueError("invalid LAMB hyper-parameters")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, min_trust=min_trust))
+        self.foreach = foreach  # not in the groups: their saved values would replace it when a checkpoint loads
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -35,42 +42,97 @@ class Lamb(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = p.grad
-                if grad.is_sparse:
+            params = [p for p in group["params"] if p.grad is not None]
+            for p in params:
+                if p.grad.is_sparse:
                     raise RuntimeError("Lamb does not support sparse gradients")
                 state = self.state[p]
                 if not state:
                     state["step"] = 0
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += 1
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                update = exp_avg / exp_avg_sq.sqrt().add_(group["eps"])
-                if group["weight_decay"]:
-                    update.add_(p, alpha=group["weight_decay"])
-                weight_norm = p.norm().clamp(0, 10)
-                update_norm = update.norm()
-                trust = torch.where(
-                    (weight_norm > 0) & (update_norm > 0), weight_norm / update_norm, torch.ones_like(weight_norm)
-                )
-                if group["min_trust"]:
-                    trust = trust.clamp(min=group["min_trust"])
-                p.add_(update * trust, alpha=-group["lr"])
+                state["step"] += 1  # a Python int: counting steps never waits for the device
+            if self.foreach:
+                by_kind = defaultdict(list)  # a foreach op takes tensors of one device and dtype
+                for p in params:
+                    by_kind[(p.device, p.dtype)].append(p)
+                for same_kind in by_kind.values():
+                    self._update_foreach(same_kind, group)
+            else:
+                for p in params:
+                    self._update_one(p, group)
         return loss
+
+    def _update_one(self, p: torch.Tensor, group: dict) -> None:
+        beta1, beta2 = group["betas"]
+        grad, state = p.grad, self.state[p]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        update = exp_avg / exp_avg_sq.sqrt().add_(group["eps"])
+        if group["weight_decay"]:
+            update.add_(p, alpha=group["weight_decay"])
+        weight_norm = p.norm().clamp(0, 10)
+        update_norm = update.norm()
+        trust = torch.where(
+            (weight_norm > 0) & (update_norm > 0), weight_norm / update_norm, torch.ones_like(weight_norm)
+        )
+        if group["min_trust"]:
+            trust = trust.clamp(min=group["min_trust"])
+        p.add_(update * trust, alpha=-group["lr"])
+
+    def _update_foreach(self, params: list[torch.Tensor], group: dict) -> None:
+        """The same operations as :meth:`_update_one`, in the same order, on every tensor of ``params`` at once."""
+        beta1, beta2 = group["betas"]
+        grads = [p.grad for p in params]
+        exp_avgs = [self.state[p]["exp_avg"] for p in params]
+        exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
+        torch._foreach_mul_(exp_avgs, beta1)
+        torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+        denominators = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_add_(denominators, group["eps"])
+        updates = torch._foreach_div(exp_avgs, denominators)
+        del denominators  # at most two transient copies of the weights at a time
+        if group["weight_decay"]:
+            torch._foreach_add_(updates, params, alpha=group["weight_decay"])
+        weight_norms = torch.stack(torch._foreach_norm(params)).clamp(0, 10)
+        update_norms = torch.stack(torch._foreach_norm(updates))
+        trust = torch.where((weight_norms > 0) & (update_norms > 0), weight_norms / update_norms, 1.0)
+        if group["min_trust"]:
+            trust = trust.clamp(min=group["min_trust"])
+        # factors that stay on the device (floats would be read from it); on CUDA PyTorch applies 0-dim factors one
+        # tensor at a time, one launch per tensor for this op instead of the loop's ~20
+        torch._foreach_mul_(updates, trust.unbind())
+        torch._foreach_add_(params, updates, alpha=-group["lr"])
 
 
 def build_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
+    parameters = list(parameters)
+    on_cuda = all(p.is_cuda for p in parameters)
     betas = (config.beta1, config.beta2)
     if config.optimizer == "lamb":
+        # auto as PyTorch's own optimizers choose: on CUDA a launch per parameter and op costs more than the update;
+        # on a CPU the loop was the faster from the small preset up (results/reference/lamb-foreach-cpu.md)
+        foreach = on_cuda if config.lamb_impl == "auto" else config.lamb_impl == "foreach"
         return Lamb(parameters, lr=config.lr, betas=betas, eps=config.eps, weight_decay=config.weight_decay,
-                    min_trust=config.min_trust)
-    return torch.optim.AdamW(parameters, lr=config.lr, betas=betas, eps=config.eps, weight_decay=config.weight_decay)
+                    min_trust=config.min_trust, foreach=foreach)
+    # on CUDA one fused kernel for the whole update; elsewhere PyTorch's default for the device (on a CPU, its loop)
+    optimizer = torch.optim.AdamW(parameters, lr=config.lr, betas=betas, eps=config.eps,
+                                  weight_decay=config.weight_decay, fused=True if on_cuda else None)
+    optimizer.register_load_state_dict_pre_hook(_keep_implementation)
+    return optimizer
+
+
+def _keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
+    """A checkpoint's groups carry the implementation they were saved with (fused on CUDA, PyTorch's default on a
+    CPU) and would replace the one chosen for these parameters when it loads: a run resumed on another device keeps
+    its device's. Applied before loading, so that the step counts move where a fused update wants them."""
+    flags = ("foreach", "fused")
+    groups = [{**saved, **{k: mine[k] for k in flags}}
+              for mine, saved in zip(optimizer.param_groups, state_dict["param_groups"], strict=True)]
+    return {**state_dict, "param_groups": groups}
 
 
 def lr_factor(step: int, progress: float, config: TrainConfig) -> float:

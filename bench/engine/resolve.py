@@ -28,6 +28,8 @@ MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a bu
 # Training settings added after run ids were first published: in the run id only when set to another value than
 # their default, so that a run planned before keeps its id.
 ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after")
+# Where and how a run executes, not what it computes (the same numbers up to rounding): never in the run id.
+EXECUTION = ("device", "threads", "lamb_impl")
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,8 @@ class ResolvedRun:
 
     def run_id(self) -> str:
         """A hash of everything that determines the run's result: the resolved spec and the data's identity
-        (tokenizer hash, split checksums), not where the run is written, on which device or with how many threads.
+        (tokenizer hash, split checksums), not where the run is written, on which device, with how many threads or
+        with which implementation of the same optimizer update (:data:`EXECUTION`).
         Computed once per configuration (it is frozen)."""
         if "_run_id" not in self.__dict__:
             object.__setattr__(self, "_run_id", self._hash())
@@ -52,12 +55,12 @@ class ResolvedRun:
     def _hash(self) -> str:
         spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
         spec["overrides"] = {k: v for k, v in spec["overrides"].items()
-                             if k not in ("device", "threads", "init_from")}
+                             if k not in (*EXECUTION, "init_from")}
         if is_pretrained(spec["tokenizer"]):  # a pretrained tokenizer is its file, whose sha256 is in the data's
             spec["tokenizer"] = spec["tokenizer"].partition(":")[0]  # identity: the path that names it is not
         train = asdict(self.train)
-        train.pop("device")
-        train.pop("threads")
+        for name in EXECUTION:
+            train.pop(name)
         for name in ADDED_LATER:
             if train[name] == TrainConfig.__dataclass_fields__[name].default:
                 train.pop(name)

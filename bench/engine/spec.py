@@ -89,6 +89,9 @@ class TrainConfig:
         "auto", "LSTMs under bf16/fp16: auto (the policy: never float16 unscaled), float32, or autocast (as PyTorch "
                 "decides: float16 on cuDNN even under bf16, unscaled)")
     compile: bool = runtime(False, "torch.compile the parts each model names (LanguageModel.compile_parts)")
+    lamb_impl: Literal["auto", "foreach", "loop"] = runtime(
+        "auto", "LAMB only: foreach (torch._foreach_* over all tensors, no host synchronisation), loop (one parameter "
+                "at a time) or auto (foreach on CUDA, else loop); the same update to rounding, not in the run id")
 
     def __post_init__(self) -> None:
         check_settings(self)
