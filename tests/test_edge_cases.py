@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -229,3 +230,79 @@ def test_a_changed_user_corpus_file_stays_reported_until_added_again(toy, tmp_pa
     for _ in range(2):  # the second verify still sees it: the change is not adopted
         code, out, _ = call(["data", "verify", "toy", "--data-dir", str(copy)])
         assert code == 1 and "changed since it was added" in out and "add the corpus again" in out
+
+
+@pytest.fixture(scope="module")
+def finished_matrix(toy, tmp_path_factory):
+    """A toy matrix run to its end, to be copied by each test that edits it."""
+    from bench.study.execute import Execution, run_matrix
+    from tests.test_bad_inputs import MATRIX
+
+    root = tmp_path_factory.mktemp("finished")
+    (root / "m.toml").write_text(MATRIX)
+    run_matrix(root / "m.toml", root / "results", data_dir=toy[1], execution=Execution(show_progress=False))
+    return root / "results"
+
+
+def _copy_of(results, tmp_path):
+    import shutil
+
+    return Path(shutil.copytree(results, tmp_path / "results"))
+
+
+def test_a_runs_table_without_seed_text_checksum_or_lossless_columns_reports_the_same_numbers(finished_matrix,
+                                                                                            tmp_path):
+    """The columns runs.csv lacks are the results' (the run folder is the source of truth): a report of a table
+    without them was a KeyError traceback."""
+    import pandas as pd
+
+    from bench.study.report import build_report, load_study
+
+    results = _copy_of(finished_matrix, tmp_path)
+    whole = load_study(results).done
+    path = results / "runs.csv"
+    pd.read_csv(path).drop(columns=["seed", "data_sha256_test", "test_lossless"]).to_csv(path, index=False)
+    cut = load_study(results).done
+    for column in ("seed", "data_sha256_test", "test_lossless", "test_bits_per_byte"):
+        assert list(cut[column].astype(str)) == list(whole[column].astype(str))
+    assert "bits/byte" in build_report(results, tmp_path / "report").read_text()
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (lambda m: m["test"].update(bits_per_byte=0.5), "test bits_per_byte is 0.5 where its total NLL and counts give"),
+    (lambda m: m["test"].update(bits_per_byte="nan"), "test bits_per_byte is nan where"),
+    (lambda m: m["test"].update(total_nll_nats=float("nan")), "test total_nll_nats is nan, not a finite"),
+    (lambda m: m.update(test="abc"), "is not a readable result"),
+    (lambda m: m["test"].update(n_bytes="many"), "is not a readable result"),
+], ids=["edited", "nan", "nan-nll", "text-metrics", "text-count"])
+def test_a_result_whose_numbers_were_edited_is_refused_by_the_report_and_compare(finished_matrix, tmp_path, edit,
+                                                                                  fragment):
+    """The report and compare draw from result.json: numbers its own total NLL and counts do not give were drawn
+    as they stood (a NaN bits per byte), and metrics that are not an object were an AttributeError traceback."""
+    results = _copy_of(finished_matrix, tmp_path)
+    path = next(results.glob("*/result.json"))
+    content = json.loads(path.read_text())
+    edit(content["metrics"])
+    path.write_text(json.dumps(content))
+    for argv in (["report", str(results), "--out", str(tmp_path / "report")], ["compare", str(results), str(results)]):
+        code, _, err = call(argv)
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code != 0 and len(lines) == 1 and fragment in lines[0] and "Traceback" not in err, err
+    assert not (tmp_path / "report").exists()
+
+
+def test_the_remedy_for_an_edited_result_scores_the_run_anew(toy, finished_matrix, tmp_path):
+    from tests.test_bad_inputs import MATRIX
+
+    results = _copy_of(finished_matrix, tmp_path)
+    path = next(results.glob("*/result.json"))
+    original = json.loads(path.read_text())
+    path.unlink()  # as the refusal says
+    (tmp_path / "m.toml").write_text(MATRIX)
+    code, _, err = call(["run-matrix", str(tmp_path / "m.toml"), "--results", str(results), "--data-dir",
+                         str(toy[1]), "--quiet"])
+    assert code == 0, err
+    scored = json.loads(path.read_text())["metrics"]
+    for split, metrics in original["metrics"].items():  # the same numbers (eval seconds aside): scored anew
+        assert {k: v for k, v in scored[split].items() if "eval_" not in k} == \
+            {k: v for k, v in metrics.items() if "eval_" not in k}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -136,6 +137,17 @@ class SplitMetrics:
         return cls(**normalize_counts(total_nll_nats, n_tokens, **counts), eval_seconds=seconds,
                    eval_chars_per_second=counts["n_chars"] / max(seconds, 1e-9), lossless=lossless)
 
+    def disagreement(self) -> str | None:
+        """What in these numbers their own total NLL and counts do not give (a file edited or damaged), or None."""
+        if not math.isfinite(self.total_nll_nats) or self.total_nll_nats < 0:
+            return f"total_nll_nats is {self.total_nll_nats}, not a finite non-negative number"
+        counts = {name: getattr(self, name) for name in ("n_bytes", "n_chars", "n_words", "n_lines")}
+        for name, want in normalize_counts(self.total_nll_nats, self.n_tokens, **counts).items():
+            have = getattr(self, name)
+            if not (math.isnan(want) and math.isnan(have) or math.isclose(have, want, rel_tol=1e-9)):
+                return f"{name} is {have} where its total NLL and counts give {want}"
+        return None
+
 
 @dataclass
 class Provenance:
@@ -235,14 +247,21 @@ def _build(kind: Any, value: Any) -> Any:
     """JSON data as the dataclass tree ``kind`` describes (fields missing from ``value`` keep defaults)."""
     if typing.get_origin(kind) in (typing.Union, types.UnionType):  # Optional[X]: X, or None
         kind = next(k for k in typing.get_args(kind) if k is not type(None))
-    if is_dataclass(kind) and isinstance(value, dict):
+    if value is None:
+        return None
+    if is_dataclass(kind) or typing.get_origin(kind) is dict:
+        if not isinstance(value, dict):  # an edited file: fail here, in one line, not later in an attribute lookup
+            raise TypeError(f"expected an object for {getattr(kind, '__name__', kind)}, got {value!r:.40}")
+        if typing.get_origin(kind) is dict:
+            inner = typing.get_args(kind)[1]
+            return {k: _build(inner, v) for k, v in value.items()}
         hints = typing.get_type_hints(kind)
         return kind(**{f.name: _build(hints[f.name], value[f.name]) for f in fields(kind) if f.name in value})
-    if typing.get_origin(kind) is dict and isinstance(value, dict):
-        inner = typing.get_args(kind)[1]
-        return {k: _build(inner, v) for k, v in value.items()}
     if kind is float and value in NON_FINITE:  # JSON has no inf or nan: written as these strings
         return float(value)
+    allowed = {float: (int, float), int: (int,), bool: (bool,), str: (str,)}.get(kind)
+    if allowed and (not isinstance(value, allowed) or (kind is not bool and isinstance(value, bool))):
+        raise TypeError(f"expected {kind.__name__}, got {value!r:.40}")
     return value
 
 
@@ -278,5 +297,9 @@ def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
     result = RunResult.read(path)
     if result.run_id != run_id or result.status != DONE:
         return None
+    for split, metrics in result.metrics.items():  # the numbers every table and figure is drawn from
+        if problem := metrics.disagreement():
+            raise BenchError(f"{path}: {split} {problem}: the file was edited or damaged; delete it and run the same "
+                             f"command again to score the run anew")
     # a folder moved or copied since: the result is where it was found, not where it was written
     return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))

@@ -60,6 +60,9 @@ def load_study(results_dir: Path) -> Study:
         raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished ({counts}: see each run's status and error "
                          f"there); nothing to report yet")
     checked = finished_runs(results_dir, done)  # before any number is used
+    done = pd.DataFrame([checked[r].row if r in checked else row for r, row in zip(done["run_dir"],
+                                                                                  done.to_dict("records"))],
+                        index=done.index)  # with the columns runs.csv lacked taken from the results
     scored = pd.to_numeric(done.get("test_bits_per_byte", pd.Series(index=done.index, dtype=float)), errors="coerce")
     valid_only, done = list(done.loc[scored.isna(), "run_dir"]), done[scored.notna()].copy()
     if done.empty:

@@ -123,17 +123,23 @@ def _finished_run(results_dir: Path, row: pd.Series):
     if result is None:
         raise BenchError(f"{path}: row {row['run_dir']}: {run_dir / RESULT} is not the finished result of run id "
                          f"{run_id or '(none given)'}; {REBUILD}")
-    check_row(dict(row), result, path)
-    return FinishedRun(dict(row), result, run_dir)
+    expected = result_columns(result, row.get("match") == PRETRAINED)
+    check_row(dict(row), expected, path)
+    # a column the row lacks (a runs.csv edited or of an older version) is the result's
+    return FinishedRun({**expected, **dict(row)}, result, run_dir)
 
 
-def check_row(row: dict, result: RunResult, path: Path) -> None:
-    """A finished row must say what its run folder's result.json says (the folder is the source of truth): every
-    number and name the result gives and the seed (the run id is :func:`finished_result`'s). Refused in one line,
-    naming the row."""
-    expected = result.flat()
-    if row.get("match") != PRETRAINED:  # a pretrained model's row names it by its folder and has no seed
-        expected.update(seed=result.spec.seed, model=result.spec.model, tokenizer=result.spec.tokenizer)
+def result_columns(result: RunResult, pretrained: bool) -> dict:
+    """The columns of a finished row that its result gives: every number and name, and the seed."""
+    columns = result.flat()
+    if not pretrained:  # a pretrained model's row names it by its folder and has no seed
+        columns.update(seed=result.spec.seed, model=result.spec.model, tokenizer=result.spec.tokenizer)
+    return columns
+
+
+def check_row(row: dict, expected: dict, path: Path) -> None:
+    """A finished row must say what its run folder's result.json says (``expected``, :func:`result_columns`: the
+    folder is the source of truth); the run id is :func:`finished_result`'s. Refused in one line, naming the row."""
     for key, want in expected.items():
         if key not in row or want is None or (isinstance(want, str) and not want) or (
                 isinstance(want, float) and math.isnan(want)):
