@@ -89,7 +89,8 @@ class Trainer:
         mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
         rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id)[mine]
         self.rows = torch.from_numpy(rows).to(self.device)
-        self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)[mine]  # the characters they begin
+        # the characters the tokens of every process's streams begin: each counts the batch's, with no exchange
+        self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)
         self.flops_per_token = self.model.train_flops_per_token(self.cfg.bptt)
         self._validation = None  # the validation text's ids, counts and unigram floor (bits/char), once needed
         self.progress = Progress()
@@ -250,7 +251,7 @@ class Trainer:
         if watch is not None:
             p.observed_dtypes = watch.close()
         chars = int(self.row_chars[:, p.pos + 1:p.pos + 1 + seq_len].sum())
-        loss_value, chars = self._over_processes(loss, chars)
+        loss_value = self._over_processes(loss)
         if not math.isfinite(loss_value):
             raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
                                    f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
@@ -264,20 +265,18 @@ class Trainer:
         self._last_lr = lr
         return loss_value
 
-    def _over_processes(self, loss: torch.Tensor, chars: int) -> tuple[float, int]:
-        """The loss of the whole batch (every process's rows hold as many tokens: the mean of their means) and
-        the characters of all its rows."""
+    def _over_processes(self, loss: torch.Tensor) -> float:
+        """The loss of the whole batch (every process's rows hold as many tokens: the mean of their means)."""
         if not self.ranks.distributed:
-            return loss.item(), chars
-        both = self.ranks.sum(torch.stack([loss.detach().double(), torch.tensor(float(chars), device=loss.device,
-                                                                               dtype=torch.float64)]))
-        return (both[0] / self.ranks.world).item(), int(both[1].item())
+            return loss.item()
+        return (self.ranks.sum(loss.detach().double()) / self.ranks.world).item()
 
     def _stop_requested(self, signal_name: str | None) -> str | None:
         """A signal to any process stops every process at the same step."""
         if not self.ranks.distributed:
             return signal_name
-        stops = self.ranks.sum(torch.tensor([0.0 if signal_name is None else 1.0], device=self.device)).item()
+        # a host tensor (gloo): exchanged between the processes without waiting for the device
+        stops = self.ranks.sum(torch.tensor([0.0 if signal_name is None else 1.0])).item()
         return (signal_name or "a signal to another process") if stops else None
 
     def validate(self) -> dict:
