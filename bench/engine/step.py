@@ -40,9 +40,11 @@ def forward_loss(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: 
 
 
 def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss: torch.Tensor, clip: float,
-                    scaler: torch.amp.GradScaler | None = None, zero_gradients: ZeroGradients | None = None) -> bool:
+                    scaler: torch.amp.GradScaler | None = None,
+                    zero_gradients: ZeroGradients | None = None) -> torch.Tensor | None:
     """Backward, clip and update; with a loss scaler (float16), the loss is scaled for the backward pass and the
-    gradients unscaled before clipping. False when the scaler skipped the update (inf or NaN gradients)."""
+    gradients unscaled before clipping. Returns the scaler's flag of this step on the device (1.0 when it skipped
+    the update: inf or NaN gradients), None without a scaler."""
     if scaler is None:
         loss.backward()
     else:
@@ -52,16 +54,17 @@ def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss
         zero_gradients.update()
     if clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    applied = True
     if scaler is None:
         optimizer.step()
+        skipped = None
     else:
-        scale = scaler.get_scale()
+        # unscale_'s inf checks, which scaler.step consults to skip the update (update() forgets them): a flag
+        # that stays on the device, where comparing get_scale() before and after would wait for it every step
+        skipped = torch.stack(list(scaler._found_inf_per_device(optimizer).values())).amax()
         scaler.step(optimizer)
         scaler.update()
-        applied = scaler.get_scale() >= scale  # the scale falls exactly when a step is skipped
     optimizer.zero_grad(set_to_none=True)
-    return applied
+    return skipped
 
 
 class TrainingStep(nn.Module):

@@ -35,6 +35,7 @@ from bench.engine.precision import DtypeWatch, plan_precision
 from bench.engine.progress import Progress, SignalGuard, read_log_lines
 from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, apply_gradients, build_training_model
+from bench.engine.window import TrainingDiverged, TrainingWindow
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
 from bench.models.common import detach_state, select_state, state_to
@@ -51,10 +52,6 @@ class TrainingInterrupted(BenchError):
     def __init__(self, message: str, signal_name: str | None = None):
         super().__init__(message)
         self.signal_name = signal_name
-
-
-class TrainingDiverged(BenchError):
-    """The training loss became NaN or infinite."""
 
 
 class Trainer:
@@ -89,10 +86,12 @@ class Trainer:
         mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
         rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id)[mine]
         self.rows = torch.from_numpy(rows).to(self.device)
-        self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)[mine]  # the characters they begin
+        # the characters the tokens of every process's streams begin: each counts the batch's, with no exchange
+        self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)
         self.flops_per_token = self.model.train_flops_per_token(self.cfg.bptt)
         self._validation = None  # the validation text's ids, counts and unigram floor (bits/char), once needed
         self.progress = Progress()
+        self.window = TrainingWindow(self.ranks)  # the steps' losses, on the device until read
         self.state = None
         self.log_file = out / LOG
         self._last_lr = 0.0
@@ -150,8 +149,9 @@ class Trainer:
         return self._wall_before + time.perf_counter() - (self._attempt_start if since is None else since)
 
     def save_checkpoint(self) -> None:
-        """Every process takes part (the carried state and random states of all rows are gathered); the main
-        one writes."""
+        """Every process takes part (the steps not yet read, the carried state and random states of all rows
+        are gathered); the main one writes."""
+        self.read_steps()
         self.progress.wall_seconds = self.wall_seconds()
         carried = state_to(self.ranks.gather_rows(self.state), "cpu")
         rng = self.ranks.gather_objects(checkpoint.rng_state(self.jitter))
@@ -229,7 +229,7 @@ class Trainer:
 
     # ---- steps ----------------------------------------------------------------------------
 
-    def train_step(self) -> float:
+    def train_step(self) -> None:
         cfg, p = self.cfg, self.progress
         row_len = self.rows.shape[1] - 1
         seq_len = next_segment_length(cfg, self.jitter)
@@ -250,34 +250,26 @@ class Trainer:
         if watch is not None:
             p.observed_dtypes = watch.close()
         chars = int(self.row_chars[:, p.pos + 1:p.pos + 1 + seq_len].sum())
-        loss_value, chars = self._over_processes(loss, chars)
-        if not math.isfinite(loss_value):
-            raise TrainingDiverged(f"training loss became {loss_value} at step {p.step + 1}; "
-                                   f"try a lower lr or stronger clipping (--set lr=..., --set clip=...)")
-        if not apply_gradients(self.model, self.optimizer, loss, cfg.clip, self.scaler, self.zero_gradients):
-            p.skipped_steps += 1
+        skipped = apply_gradients(self.model, self.optimizer, loss, cfg.clip, self.scaler, self.zero_gradients)
         self.state = detach_state(new_state) if self.model.carries_state_in_training else None
         p.pos += seq_len
         p.step += 1
         p.tokens += x.numel() * self.ranks.world
         p.chars += chars
         self._last_lr = lr
-        return loss_value
+        self.window.add(p.step, loss, skipped)  # nothing is read from the device in a step
 
-    def _over_processes(self, loss: torch.Tensor, chars: int) -> tuple[float, int]:
-        """The loss of the whole batch (every process's rows hold as many tokens: the mean of their means) and
-        the characters of all its rows."""
-        if not self.ranks.distributed:
-            return loss.item(), chars
-        both = self.ranks.sum(torch.stack([loss.detach().double(), torch.tensor(float(chars), device=loss.device,
-                                                                               dtype=torch.float64)]))
-        return (both[0] / self.ranks.world).item(), int(both[1].item())
+    def read_steps(self) -> None:
+        """The losses and skipped updates of the steps not yet read (every process takes part); raises
+        TrainingDiverged at a loss that is not finite."""
+        self.progress.skipped_steps += self.window.read()
 
     def _stop_requested(self, signal_name: str | None) -> str | None:
         """A signal to any process stops every process at the same step."""
         if not self.ranks.distributed:
             return signal_name
-        stops = self.ranks.sum(torch.tensor([0.0 if signal_name is None else 1.0], device=self.device)).item()
+        # a host tensor (gloo): exchanged between the processes without waiting for the device
+        stops = self.ranks.sum(torch.tensor([0.0 if signal_name is None else 1.0])).item()
         return (signal_name or "a signal to another process") if stops else None
 
     def validate(self) -> dict:
@@ -306,32 +298,31 @@ class Trainer:
         interactive = self.show_progress and self.console.isatty()
         bar = tqdm(total=total, initial=p.step, disable=not interactive, unit="step", dynamic_ncols=True,
                    file=self.console, desc=f"{self.resolved.spec.model}/{self.resolved.spec.tokenizer}")
-        valid_text = "-"
-        window_loss, window_steps = 0.0, 0
+        valid_text, train_text = "-", "-"
         with SignalGuard() as guard:
             while self.budget.fraction_used(self.usage()) < 1.0:
                 start = time.perf_counter()
                 if self.startup_seconds is None:
                     self.startup_seconds = start - self.started
-                loss = self.train_step()
+                self.train_step()
+                logs, validates = p.step % cfg.log_every == 0, cfg.eval_every and p.step % cfg.eval_every == 0
+                if logs or validates or p.step % cfg.checkpoint_every == 0:
+                    self.read_steps()  # waits for the device to finish the steps queued: training time
                 p.seconds += time.perf_counter() - start
-                window_loss += loss
-                window_steps += 1
                 chars_per_s = p.chars / max(p.seconds, 1e-9)
-                train_bpb = loss / math.log(2) / bytes_per_token
-                if p.step % cfg.log_every == 0:
-                    self._log_training(window_loss / window_steps, bytes_per_token, chars_per_s)
+                if logs:
+                    train_bpb = self._log_training(self.window.mean(), bytes_per_token, chars_per_s)
+                    train_text = f"{train_bpb:.3f} bpb"
                     self._warn_of_zero_gradients()
-                    window_loss, window_steps = 0.0, 0
-                if cfg.eval_every and p.step % cfg.eval_every == 0:
+                if validates:
                     valid_text = self._validate_and_keep_best()
                     if self.show_progress and not interactive:  # a log file gets one line per validation
-                        print(f"step {p.step}/{total or '?'}  {chars_per_s:,.0f} char/s  train {train_bpb:.3f} bpb  "
+                        print(f"step {p.step}/{total or '?'}  {chars_per_s:,.0f} char/s  train {train_text}  "
                               f"valid {valid_text}", file=self.console, flush=True)
                 if p.step % cfg.checkpoint_every == 0:
                     self.save_checkpoint()
                 bar.update(1)
-                bar.set_postfix_str(f"{chars_per_s:,.0f} char/s  train {train_bpb:.3f} bpb  valid {valid_text}")
+                bar.set_postfix_str(f"{chars_per_s:,.0f} char/s  train {train_text}  valid {valid_text}")
                 stop = self._stop_requested(guard.stop)
                 if stop:
                     self.save_checkpoint()
@@ -343,15 +334,17 @@ class Trainer:
             self._validate_and_keep_best()
         self.save_checkpoint()
 
-    def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> None:
+    def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> float:
+        """Logs the mean loss of the steps since the last log line; returns it in bits per byte."""
         p = self.progress
+        bits_per_byte = mean_loss / math.log(2) / bytes_per_token
         record = {"step": p.step, "epoch": p.epoch, "tokens": p.tokens, "train_chars": p.chars,
                   "train_flops": p.tokens * self.flops_per_token, "lr": self._last_lr, "train_loss": mean_loss,
-                  "train_bits_per_byte": mean_loss / math.log(2) / bytes_per_token,
-                  "chars_per_second": chars_per_s, "seconds": p.seconds}
+                  "train_bits_per_byte": bits_per_byte, "chars_per_second": chars_per_s, "seconds": p.seconds}
         if self.scaler is not None:
             record.update(loss_scale=self.scaler.get_scale(), skipped_steps=p.skipped_steps)
         self.log(record)
+        return bits_per_byte
 
     def _warn_of_zero_gradients(self) -> None:
         for line in self.zero_gradients.new_warnings(self.progress.step):
@@ -385,6 +378,7 @@ class Trainer:
 
     def _validate_and_keep_best(self) -> str:
         p = self.progress
+        self.read_steps()  # a training loss that diverged is named before validation finds it
         metrics = self.validate()
         self.check_not_diverged({"validation": metrics["valid_loss"]})
         bpc = metrics["valid_bits_per_char"]
