@@ -194,3 +194,15 @@ def sigterm_after_step(monkeypatch):
         return lambda: monkeypatch.setattr(Trainer, "train_step", original)
 
     return arm
+
+
+@pytest.fixture(autouse=True)
+def signals_as_found():
+    """Every test leaves Ctrl-C as it found it: a SIGINT blocked or ignored in this process is inherited by every
+    command a later test starts, whose Ctrl-C then never arrives (a matrix whose workers alone stopped)."""
+    before = (signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    yield
+    after = (signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    signal.signal(signal.SIGINT, before[0])
+    signal.pthread_sigmask(signal.SIG_UNBLOCK if not before[1] else signal.SIG_BLOCK, {signal.SIGINT})
+    assert after == before, f"this test left SIGINT {after} (handler, blocked); it found it {before}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -64,6 +65,18 @@ def set_test_metric(run_dir, key: str, value) -> None:
     (run_dir / "result.json").write_text(json.dumps(result))
 
 
+def rescore_test(run_dir, nats_per_word: float) -> None:
+    """Give a run's test split another total NLL, every number derived from it as the scorer derives them."""
+    from bench.metrics import normalize_counts
+
+    result = json.loads((run_dir / "result.json").read_text())
+    test = result["metrics"]["test"]
+    counts = {k: test[k] for k in ("n_bytes", "n_chars", "n_words", "n_lines")}
+    scored = normalize_counts(nats_per_word * test["n_words"], test["n_tokens"], **counts)
+    test.update({k: v if math.isfinite(v) else str(v) for k, v in scored.items()})
+    (run_dir / "result.json").write_text(json.dumps(result))
+
+
 def test_two_matrices_cell_by_cell_with_welch_t_over_seeds(matrices):
     code, out, err = call(["compare", *map(str, matrices), "--json"])
     assert code == 0, err
@@ -118,27 +131,21 @@ def test_the_numbers_are_the_runs_results_not_the_columns_of_runs_csv(matrices, 
     assert strict_json(out)["rows"] == strict_json(call(["compare", str(a), str(b), "--json"])[1])["rows"]
 
 
-def test_a_result_that_is_not_a_number_is_left_out_and_named_never_compared(matrices, tmp_path):
+def test_a_result_whose_bits_per_byte_was_made_nan_is_refused_never_compared(matrices, tmp_path):
+    """A NaN its own total NLL does not give is damage, not a result: it once became a row with p = 1."""
     a, b = matrices
     shutil.copytree(b, tmp_path / "b")
-    first, second = sorted(p.parent for p in (tmp_path / "b").glob("*/result.json"))
+    first = sorted(p.parent for p in (tmp_path / "b").glob("*/result.json"))[0]
     set_test_metric(first, "bits_per_byte", "nan")
     code, out, err = call(["compare", str(a), str(tmp_path / "b"), "--json"])
-    assert code == 0, err
-    compared = strict_json(out)
-    [row] = compared["rows"]
-    assert row["seeds"] == "2 / 1" and row["p"] is None and row["p (Holm)"] is None  # no p = 1 of a nan
-    assert f"NOT A NUMBER, left out: B has 1 run(s) whose result.json gives a test bits per byte that is not a " \
-           f"finite number ({first.name}: nan)" in compared["notes"]
-    set_test_metric(second, "bits_per_byte", "nan")
-    code, out, err = call(["compare", str(a), str(tmp_path / "b")])
-    assert code == 1 and "share no finished cell" in err and "NOT A NUMBER, left out: B has 2 run(s)" in err
+    assert code == 1 and out == "" and err.count("\n") == 1 and first.name in err
+    assert "test bits_per_byte is nan where its total NLL and counts give" in err
 
 
 def test_two_runs_with_a_metric_that_is_not_a_number_leave_it_out_with_a_note(runs, tmp_path):
     _, _, folders = runs
     shutil.copytree(folders["word-open:200"], tmp_path / "b")
-    set_test_metric(tmp_path / "b", "word_perplexity", "inf")  # an overflowing perplexity
+    rescore_test(tmp_path / "b", 720.0)  # a perplexity too large for a float: exp(720) per word
     code, out, err = call(["compare", str(folders["byte"]), str(tmp_path / "b"), "--json"])
     assert code == 0, err
     compared = strict_json(out)
@@ -147,5 +154,4 @@ def test_two_runs_with_a_metric_that_is_not_a_number_leave_it_out_with_a_note(ru
                for note in compared["notes"])
     set_test_metric(tmp_path / "b", "bits_per_byte", "nan")
     code, out, err = call(["compare", str(folders["byte"]), str(tmp_path / "b")])
-    assert code == 0 and "nan" not in out.split("\nA: ")[0]  # the table: no row of a nan difference
-    assert "One trained model a side: no interval, and no p-value" in out
+    assert code == 1 and "test bits_per_byte is nan where its total NLL and counts give" in err

@@ -4,6 +4,7 @@ import csv
 import json
 import re
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -308,10 +309,15 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     shutil.rmtree(results)
 
 
-def _parallel_matrix(toy, repo):
-    """`run-matrix --jobs 2` of six long runs, started in its own process group (as a terminal would)."""
+def _parallel_matrix(toy, repo, ctrl_c=signal.SIG_DFL):
+    """`run-matrix --jobs 2` of six long runs, started in its own process group with Ctrl-C at its default (as a
+    terminal would; a suite started with a shell's `&` ignores it, and so would the matrix), or ``ctrl_c``."""
     import subprocess
     import sys
+
+    def as_started():
+        signal.signal(signal.SIGINT, ctrl_c)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     config_path, results, data = toy
     config_path.write_text(CONFIG.replace('model = ["sha-rnn", "lstm"]', 'model = ["lstm"]')
@@ -320,7 +326,7 @@ def _parallel_matrix(toy, repo):
     return subprocess.Popen([sys.executable, str(repo / "cli.py"), "run-matrix", str(config_path), "--jobs", "2",
                              "--threads", "1", "--results", str(results), "--data-dir", str(data), "--quiet"],
                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_started)
 
 
 def _ctrl_c(process) -> str:
@@ -364,6 +370,29 @@ def test_ctrl_c_stops_a_parallel_matrix(toy, repo):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_a_matrix_started_in_the_background_and_its_workers_ignore_ctrl_c(toy, repo):
+    """A shell's `&` starts a command with Ctrl-C ignored. The matrix ignored it, its workers did not: they
+    stopped their runs, and the matrix ended 'did not finish' (exit 1) as if nothing had been asked."""
+    import os
+    import time
+
+    _, results, _ = toy
+    process = _parallel_matrix(toy, repo, ctrl_c=signal.SIG_IGN)
+    try:
+        deadline = time.monotonic() + 240
+        while len(list(results.glob("*/log.jsonl"))) < 2 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.2)
+        assert len(list(results.glob("*/log.jsonl"))) == 2, "two runs were never training at once"
+        os.killpg(process.pid, signal.SIGINT)
+        time.sleep(5)
+        statuses = [json.loads(p.read_text()).get("status") for p in results.glob("*/status.json")]
+        assert process.poll() is None and "interrupted" not in statuses, (statuses, process.poll())
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+
+
 def test_ctrl_c_while_the_workers_start_leaves_every_run_to_resume(toy, repo):
     """Ctrl-C as soon as the worker processes exist, while they are still importing torch: a worker that died of
     it broke the pool ("worker died" failures, an executor traceback, a matrix that never exited)."""

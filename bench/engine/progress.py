@@ -60,7 +60,8 @@ class SignalGuard:
         if threading.current_thread() is threading.main_thread():
             # SIGUSR2: a cluster job's time is nearly up (Slurm's --signal, submitit)
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
-                self._previous[sig] = signal.signal(sig, self._handle)
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored, as a shell's `&` does with Ctrl-C
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum, frame):

@@ -141,6 +141,8 @@ class SplitMetrics:
         """What in these numbers their own total NLL and counts do not give (a file edited or damaged), or None."""
         if not math.isfinite(self.total_nll_nats) or self.total_nll_nats < 0:
             return f"total_nll_nats is {self.total_nll_nats}, not a finite non-negative number"
+        if min(self.n_tokens, self.n_bytes, self.n_chars) <= 0:  # a scored split has text
+            return f"it counts {self.n_tokens} tokens, {self.n_bytes} bytes and {self.n_chars} characters"
         counts = {name: getattr(self, name) for name in ("n_bytes", "n_chars", "n_words", "n_lines")}
         for name, want in normalize_counts(self.total_nll_nats, self.n_tokens, **counts).items():
             have = getattr(self, name)
@@ -192,7 +194,11 @@ class RunResult:
     def read(cls, path: str | Path) -> "RunResult":
         """A result.json; a file that cannot be read as one is a one-line error naming it."""
         try:
-            return cls.from_json(json.loads(Path(path).read_text()))
+            result = cls.from_json(json.loads(Path(path).read_text()))
+            for split, metrics in result.metrics.items():  # the numbers every table and figure is drawn from
+                if problem := metrics.disagreement():
+                    raise ValueError(f"{split} {problem}: the file was edited or damaged")
+            return result
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BenchError(f"{path} is not a readable result ({type(exc).__name__}: {exc}); delete it and "
                              f"run the run again") from None
@@ -297,9 +303,5 @@ def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
     result = RunResult.read(path)
     if result.run_id != run_id or result.status != DONE:
         return None
-    for split, metrics in result.metrics.items():  # the numbers every table and figure is drawn from
-        if problem := metrics.disagreement():
-            raise BenchError(f"{path}: {split} {problem}: the file was edited or damaged; delete it and run the same "
-                             f"command again to score the run anew")
     # a folder moved or copied since: the result is where it was found, not where it was written
     return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))

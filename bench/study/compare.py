@@ -8,8 +8,9 @@ Two results folders: each cell they share (the same value of every axis but the 
 seed means of test bits per byte, and A - B with the interval and p-value of one Welch t over seeds (Holm-adjusted
 over the cells), as the report computes them. Runs scored on different texts are refused: their numbers do not
 compare. Every number comes from the run folders' own result.json, each checked against its runs.csv row as the
-report checks it (runs_table.finished_runs): an edited or stale runs.csv is refused, never counted. A number that
-is not finite (a diverged or damaged result) is left out and named in a note, never compared.
+report checks it (runs_table.finished_runs): an edited or stale runs.csv is refused, never counted, and so is a
+result.json whose numbers its own total NLL and counts do not give. A perplexity that is not finite (one too large
+for a float, or of a text without words) is left out and named in a note, never compared.
 """
 
 from __future__ import annotations
@@ -70,11 +71,9 @@ def compare_runs(a: Path, b: Path) -> Compared:
     if texts[0] != texts[1]:
         raise BenchError(f"{a} and {b} were scored on different test texts (sha256 {texts[0][:12]}... and "
                          f"{texts[1][:12]}...): their numbers do not compare")
-    comparison = None
-    if all(_finite(t.bits_per_byte) for t in tests):
-        losses = [run.text_losses("test") for run in runs]
-        comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
-                             {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
+    losses = [run.text_losses("test") for run in runs]  # bits per byte is finite in every readable result
+    comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
+                         {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
     rows, odd = [], []
     for key, label in METRICS:
         pair = [getattr(t, key) for t in tests]
@@ -82,16 +81,14 @@ def compare_runs(a: Path, b: Path) -> Compared:
             rows.append({"metric": label, "A": pair[0], "B": pair[1], "A - B": pair[0] - pair[1]})
         else:
             odd.append(f"{label} (A {pair[0]}, B {pair[1]})")
-    if comparison is not None:  # bits per byte is a number on both sides: the first row
-        rows[0]["95% interval"] = interval_text(comparison)
-    texted = comparison is not None and comparison.low is not None
+    rows[0]["95% interval"] = interval_text(comparison)  # bits per byte: the first row
+    texted = comparison.low is not None
     notes = [f"A: {a} ({_describe(runs[0].result)}); B: {b} ({_describe(runs[1].result)})",
              "One trained model a side: " + (f"the interval ({comparison.interval}) covers the sample of text only, "
                                              f"not training noise; no p-value (seeds are the unit of replication)"
                                              if texted else
                                              "no interval (save per-token losses with dump_token_losses = true for "
-                                             "one over documents), and no p-value" if comparison is not None else
-                                             "no interval, and no p-value")]
+                                             "one over documents), and no p-value")]
     if odd:
         notes.append(f"NOT A NUMBER, left out: {'; '.join(odd)}: a value that is not a finite number has no "
                      f"difference to show")
@@ -160,14 +157,11 @@ def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: lis
     """One side's runs by cell (its axes but the seed, and its phase), each cell's by seed; the runs that are no
     result left out and named in ``notes``."""
     cells: dict[tuple, dict] = {}
-    unscored, odd = [], []
+    unscored = []
     for name, run in sorted(runs.items()):
         test = run.result.metrics.get("test")
         if test is None:
             unscored.append(name)
-            continue
-        if not _finite(test.bits_per_byte):
-            odd.append(f"{name}: {test.bits_per_byte}")
             continue
         key = tuple("" if pd.isna(run.row[k]) else run.row[k] for k in keys)
         cell, seed = cells.setdefault(key, {}), run.result.spec.seed
@@ -178,9 +172,6 @@ def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: lis
     if unscored:
         notes.append(f"NOT SCORED ON TEST, left out: {side} has {len(unscored)} finished run(s) with no test-split "
                      f"result ({', '.join(unscored)}); score them with bench eval RUN --split test")
-    if odd:
-        notes.append(f"NOT A NUMBER, left out: {side} has {len(odd)} run(s) whose result.json gives a test bits per "
-                     f"byte that is not a finite number ({', '.join(odd)})")
     unread = sorted(set(table.done()["run_dir"].astype(str)) - set(runs))
     if unread:  # pretrained models listed as done whose folder holds no result
         notes.append(f"NO RESULT, left out: {side} lists {len(unread)} run(s) as done with no result.json "

@@ -205,8 +205,9 @@ def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: boo
     # break the pool. Each worker takes it once its handler is set (init_worker), this process once it waits below.
     # Meanwhile another of this process's threads may take it, and Python would raise it here wherever the main
     # thread is, the pool half built: it is noted instead, and acted on once the pool has its runs.
-    noted = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    noted, previous = [], signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:  # ignored (a shell's `&`): the workers must inherit that, not a handler
+        signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,

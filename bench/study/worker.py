@@ -42,14 +42,16 @@ def worker_chain(runs: list[dict], settings: WorkerSettings) -> list[Attempt]:
 
     if _INTERRUPTED.is_set() or (_MATRIX_STOPPED is not None and _MATRIX_STOPPED.is_set()):
         return []
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    between_chains = signal.getsignal(signal.SIGINT)
+    if between_chains is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return run_chain(runs, settings)
     except (TrainingInterrupted, KeyboardInterrupt):
         _INTERRUPTED.set()
         raise
     finally:
-        signal.signal(signal.SIGINT, _note_interrupt)
+        signal.signal(signal.SIGINT, between_chains)
 
 
 def _note_interrupt(signum, frame) -> None:
@@ -132,7 +134,9 @@ def _classify(exc: BaseException) -> RunStatus:
 def init_worker(gpu_queue, parent: int, stopped) -> None:
     global _MATRIX_STOPPED
     _MATRIX_STOPPED = stopped
-    signal.signal(signal.SIGINT, _note_interrupt)  # between chains; see worker_chain
+    # a matrix started in the background (a shell's `&`) ignores Ctrl-C, as the shell asked: so do its workers
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _note_interrupt)  # between chains; see worker_chain
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held since the matrix started this process
     if gpu_queue is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
