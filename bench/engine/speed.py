@@ -4,7 +4,8 @@ Runs real optimizer steps (the preset's optimizer, clipping, mixed precision and
 carried state) on random tokens, so no corpus is needed. Throughput is reported
 in tokens per second; with the byte scheme a token is a byte, which is how the
 SHA-RNN's characters per second on enwik8 are usually quoted. The first steps
-are warm-up (cuDNN autotuning, compilation, the SHA-RNN's memory filling up):
+are warm-up (cuDNN autotuning, compilation, the SHA-RNN's memory filling up, a
+CUDA graph's eager steps and capture):
 their time is reported apart (``warmup_seconds``) and never counted in the
 steady-state throughput. Peak memory is reset first, so it is this measurement's
 own. MFU is the achieved training FLOP/s (3x the forward FLOPs per token) over
@@ -26,7 +27,7 @@ from bench.engine.optim import build_optimizer
 from bench.engine.precision import Precision, plan_precision
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec, validate_spec
-from bench.engine.step import apply_gradients, build_training_model, forward_loss
+from bench.engine.step import TrainingStep, build_training_model, make_step
 from bench.models.common import LanguageModel, detach_state
 
 # Dense bf16 tensor-core peaks from the vendors' data sheets (TFLOP/s, without sparsity).
@@ -43,9 +44,13 @@ def bf16_peak_tflops(device_name: str) -> float | None:
 
 
 def default_warmup(resolved: ResolvedRun) -> int:
-    """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3."""
+    """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3; with CUDA
+    graphs, then the eager steps and the capture."""
+    from bench.engine.cuda_graphs import EAGER_STEPS
+
     max_memory = getattr(resolved.model, "max_memory", 0) or 0
-    return max(3, math.ceil(max_memory / resolved.train.bptt) + 1)
+    filled = max(3, math.ceil(max_memory / resolved.train.bptt) + 1)
+    return filled + (EAGER_STEPS + 1 if resolved.train.cuda_graphs else 0)
 
 
 def _sync(device: torch.device) -> None:
@@ -108,17 +113,17 @@ def _peak_memory_gb(device: torch.device) -> float | None:
 def _time_training(resolved: ResolvedRun, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
                    precision: Precision, steps: int, warmup: int) -> tuple[float, float]:
     """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones."""
-    optimizer = build_optimizer(model.parameters(), resolved.train)
-    scaler = precision.grad_scaler(device)
+    cfg = resolved.train
+    optimizer = build_optimizer(model.parameters(), cfg)
+    train_step = make_step(TrainingStep(model, device, precision), model, optimizer, cfg.clip, cfg.cuda_graphs,
+                           device, precision.grad_scaler(device))
     state = None
     model.train()
 
     def step() -> None:
         nonlocal state
-        loss, new_state = forward_loss(model, tokens[:, :-1], tokens[:, 1:],
-                                       state if model.carries_state_in_training else None, device,
-                                       precision)
-        apply_gradients(model, optimizer, loss, resolved.train.clip, scaler)
+        _, new_state, _ = train_step(tokens[:, :-1], tokens[:, 1:],
+                                     state if model.carries_state_in_training else None)
         state = detach_state(new_state)
 
     return _timed(step, device, steps, warmup)

@@ -67,6 +67,24 @@ def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss
     return skipped
 
 
+def make_step(step_module: nn.Module, model: LanguageModel, optimizer: torch.optim.Optimizer, clip: float,
+              cuda_graphs: bool, device: torch.device, scaler: torch.amp.GradScaler | None = None,
+              zero_gradients: ZeroGradients | None = None):
+    """One training step as a function ``(x, y, state) -> (mean loss, new state, skip flag or None)``: forward
+    (``step_module``, a :class:`TrainingStep` or its DistributedDataParallel), backward and update; with
+    ``cuda_graphs``, replayed from a CUDA graph once its shapes repeat (bench.engine.cuda_graphs)."""
+    if cuda_graphs:
+        from bench.engine.cuda_graphs import GraphedStep
+
+        step = GraphedStep(step_module, model, optimizer, clip, device, scaler, zero_gradients)
+    else:
+        def step(x: torch.Tensor, y: torch.Tensor, state: State | None):
+            loss, new_state = step_module(x, y, state)
+            return loss, new_state, apply_gradients(model, optimizer, loss, clip, scaler, zero_gradients)
+
+    return step
+
+
 class TrainingStep(nn.Module):
     """``forward(x, y, state) -> (mean loss, new state)`` of a model, as one module."""
 
