@@ -137,6 +137,13 @@ def build_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
     return optimizer
 
 
+def implementation(optimizer: torch.optim.Optimizer) -> str:
+    """Which update runs, as ``bench speed`` reports it: "lamb foreach", "lamb loop", "adamw fused", "adamw"."""
+    if isinstance(optimizer, Lamb):
+        return "lamb foreach" if optimizer.foreach else "lamb loop"
+    return "adamw fused" if optimizer.param_groups[0]["fused"] else "adamw"
+
+
 def _keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
     """A checkpoint's groups carry the implementation they were saved with (fused on CUDA, PyTorch's default on a
     CPU, capturable under CUDA graphs) and would replace the one chosen for these parameters when it loads: a run

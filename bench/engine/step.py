@@ -7,6 +7,8 @@ several processes.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -82,7 +84,28 @@ def make_step(step_module: nn.Module, model: LanguageModel, optimizer: torch.opt
             loss, new_state = step_module(x, y, state)
             return loss, new_state, apply_gradients(model, optimizer, loss, clip, scaler, zero_gradients)
 
-    return step
+    return CompileClock(step) if model.compiled else step
+
+
+def compile_seconds() -> float:
+    """Seconds torch.compile has spent compiling in this process so far, forward and backward graphs (its own
+    accounting); 0 while nothing imported it (importing it takes seconds)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return utils.calculate_time_spent().get("total_wall_time", 0.0) if utils is not None else 0.0
+
+
+class CompileClock:
+    """A step function that also counts the seconds torch.compile compiled inside its calls (``seconds``): the
+    compiled parts' first steps, reported apart from the steady state (``training.compile_seconds``)."""
+
+    def __init__(self, step):
+        self.step, self.seconds = step, 0.0
+
+    def __call__(self, *args):
+        before = compile_seconds()
+        out = self.step(*args)
+        self.seconds += compile_seconds() - before
+        return out
 
 
 class TrainingStep(nn.Module):
