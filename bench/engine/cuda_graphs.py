@@ -19,6 +19,8 @@ and the GPU replays them without the host. A graph replays fixed addresses and s
 * LAMB counts its steps on the host (a Python int its update never reads): counted here at each replay.
 * dropout masks are drawn inside the graph from the same generator (PyTorch's graph-safe RNG), not necessarily
   the masks an eager step would draw; without dropout a replayed step computes what the eager one does, to rounding.
+* memory: the graph keeps its own pool, a step's activations, for the whole run; an eager step of other shapes
+  takes as much again from the ordinary one.
 
 Refused at resolution in one line (:func:`check_cuda_graphs`), and again where a resolved run executes
 (:class:`GraphedStep`): seq_jitter (a new segment length each step), float16 (the loss scaler reads its inf check
