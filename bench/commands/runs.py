@@ -257,7 +257,8 @@ def speed_command(
         print(json.dumps(info, indent=2))
         return
     device = info["device"]
-    variant = "".join([f", {info['optimizer']}", ", compiled" * info["compile"], ", CUDA graphs" * info["cuda_graphs"]])
+    variant = (f", {info['optimizer']}" + (", compiled" if info["compile"] else "")
+               + (", CUDA graphs" if info["cuda_graphs"] else ""))
     print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
           f"{info['precision']}{variant}, on {device['type']} ({device.get('name', '')})")
     mfu = f", MFU: no peak known for this {device['type']} (--peak-tflops)" if info["mfu"] is None else (
