@@ -96,6 +96,7 @@ CONFIGS = {
     "name-number": MATRIX.replace('name = "toy"', "name = 123"),
     "unused-table": MATRIX + '[tokenizers."bpe:500"]\nnhid = 32\n',
     "model-preset": MATRIX + '[models.lstm]\npreset = "small"\n',
+    "cuda-graphs-jitter": MATRIX.replace("nhid = 16", "nhid = 16\nseq_jitter = true\ncuda_graphs = true"),
 }
 
 SPLIT_FILES = ["--train", "{text}", "--valid", "{text}", "--test", "{text}", "--data-dir", "{data}"]
@@ -149,6 +150,12 @@ CASES = [
     ("not a number", TRAIN + ["--set", "max_steps=lots"], "bad value 'lots' for max_steps"),
     ("not a choice", TRAIN + ["--set", "attention=everywhere"], "allowed: second-last, all, none"),
     ("not a LAMB implementation", TRAIN + ["--set", "lamb_impl=fused"], "allowed: auto, foreach, loop"),
+    ("CUDA graphs on a CPU", TRAIN + ["--set", "device=cpu", "--set", "cuda_graphs=true"],
+     "cuda_graphs needs a CUDA device; this run's device is cpu"),
+    ("CUDA graphs of segments of every length", TRAIN + ["--set", "seq_jitter=true", "--set", "cuda_graphs=true"],
+     "seq_jitter draws a new segment length each step"),
+    ("CUDA graphs measured on a CPU", ["speed", "--steps", "1", "--set", "device=cpu", "--set", "cuda_graphs=true"],
+     "cuda_graphs needs a CUDA device"),
     ("Boom width", TRAIN + ["--set", "nhid=100"], "multiple of emsize"),
     ("unknown device", TRAIN + ["--set", "device=tpu"], "bad device 'tpu'"),
     ("absent GPU", TRAIN + ["--set", "device=cuda"], "no CUDA GPU is available"),
@@ -266,7 +273,8 @@ CASES = [
          ("name-empty", "[matrix] name must be a non-empty string"),
          ("name-number", "[matrix] name must be a non-empty string, not 123"),
          ("unused-table", '[tokenizers.bpe:500] matches no tokenizer of the grid'),
-         ("model-preset", "a preset is chosen in [shared]")]] + [
+         ("model-preset", "a preset is chosen in [shared]"),
+         ("cuda-graphs-jitter", "seq_jitter draws a new segment length each step")]] + [
     # reports and comparisons
     ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
     ("compare a folder that is missing", ["compare", "{sandbox}/gone", "{data}"], "gone does not exist"),

@@ -182,6 +182,74 @@ def test_on_cuda_lamb_is_foreach_never_waiting_for_the_gpu_and_adamw_is_fused():
     assert adamw.param_groups[0]["fused"] is True
 
 
+@pytest.mark.parametrize("model,precision,compiled,tolerance", [
+    ("sha-rnn", "float32", False, 1e-4), ("sha-rnn", "bfloat16", False, 1e-2), ("lstm", "float32", False, 1e-4),
+    ("transformer", "bfloat16", False, 1e-2), ("sha-rnn", "bfloat16", True, 1e-2)])
+def test_a_step_replayed_from_a_cuda_graph_computes_what_the_eager_step_does(model, precision, compiled, tolerance):
+    """bench.engine.cuda_graphs: the same losses, weights and LAMB step counts as eager steps (without dropout), the
+    graph captured once the shapes repeat (the SHA-RNN's memory full), and no replay waiting for the GPU."""
+    from bench.engine.cuda_graphs import GraphedStep
+    from bench.engine.optim import build_optimizer
+    from bench.engine.spec import TrainConfig
+    from bench.engine.step import TrainingStep, make_step
+    from bench.models import build_model
+    from bench.models.common import detach_state
+
+    device = torch.device("cuda")
+    configure(device)
+    sizes = {"sha-rnn": dict(emsize=32, nhid=128, nlayers=2, max_memory=40, dropout=0.0, dropouth=0.0, dropouti=0.0),
+             "lstm": dict(emsize=32, nhid=64, nlayers=2, dropout=0.0, dropouth=0.0, dropouti=0.0),
+             "transformer": dict(d_model=32, nheads=2, nlayers=2, context=16, dropout=0.0)}[model]
+    optimizer = "lamb" if model == "sha-rnn" else "adamw"
+    runs = {}
+    for graphs in (False, True):
+        torch.manual_seed(0)
+        net = build_model(model, {"vocab_size": 256, **sizes}).to(device)
+        if compiled:
+            net.compile_parts()
+        cfg = TrainConfig(optimizer=optimizer, lr=3e-3, precision=precision, cuda_graphs=graphs)
+        opt = build_optimizer(net.parameters(), cfg)
+        plan = plan_precision(precision, "auto", device, net)
+        step = make_step(TrainingStep(net, device, plan), net, opt, 0.25, graphs, device)
+        data, state, losses = torch.Generator(device="cuda").manual_seed(1), None, []
+        for i in range(12):
+            tokens = torch.randint(0, 256, (4, 17), device=device, generator=data)
+            for group in opt.param_groups:
+                group["lr"] = 3e-3 * (i + 1) / 12  # a schedule: a replay must read each step's rate
+            torch.cuda.set_sync_debug_mode("error" if graphs and i >= 8 else "default")
+            try:
+                loss, new_state, _ = step(tokens[:, :-1], tokens[:, 1:], state if net.carries_state_in_training
+                                          else None)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            state = detach_state(new_state)
+            losses.append(loss.detach())
+        runs[graphs] = net, opt, torch.stack(losses).tolist(), step
+    (eager, _, eager_losses, _), (graphed, opt, graphed_losses, step) = runs[False], runs[True]
+    graph_step = step.step if compiled else step  # compiled: inside the compile clock (bench.engine.step)
+    assert isinstance(graph_step, GraphedStep) and graph_step.graph is not None
+    assert graphed_losses == pytest.approx(eager_losses, rel=tolerance)
+    for (name, a), b in zip(graphed.named_parameters(), eager.parameters()):
+        assert (a - b).norm() <= tolerance * b.norm() + 1e-6, name
+    if optimizer == "lamb":
+        assert {s["step"] for s in opt.state.values()} == {12}
+
+
+def test_a_training_run_with_cuda_graphs_trains_as_the_eager_run(data_dir, tmp_path):
+    """The trainer's side: validations and checkpoints between replays, the carried state in the graph's buffers,
+    each step's loss kept until a log line reads it (bf16; no dropout: the graph draws its own masks)."""
+    import json
+
+    settings = dict(precision="bfloat16", dropout=0.0, dropouth=0.0, dropouti=0.0, max_memory=64)
+    eager = train(spec(data_dir, tmp_path / "eager", **settings), show_progress=False)
+    graphed = train(spec(data_dir, tmp_path / "graphed", cuda_graphs=True, **settings), show_progress=False)
+    assert graphed.run_id == eager.run_id and graphed.resolved["train"]["cuda_graphs"]
+    logs = [[json.loads(line)["train_loss"] for line in (tmp_path / run / "log.jsonl").read_text().splitlines()
+             if "train_loss" in line] for run in ("eager", "graphed")]
+    assert len(logs[1]) == 6 and logs[1] == pytest.approx(logs[0], rel=1e-2)
+    assert graphed.metrics["test"].bits_per_byte == pytest.approx(eager.metrics["test"].bits_per_byte, rel=1e-2)
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs for 2-process DDP with NCCL")
 def test_two_processes_with_nccl_train_like_one_gpu(data_dir, tmp_path, cli, repo):
     """torchrun on two GPUs (NCCL) against one GPU with the same global batch, in float32 (TF32) so that the

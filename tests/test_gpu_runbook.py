@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from tests.conftest import REPO
 
@@ -21,16 +22,29 @@ def runbook(stage, out, **env):
 
 
 @pytest.mark.slow
-def test_the_speed_stage_measures_every_model_and_writes_its_table(tmp_path):
+def test_the_speed_stage_measures_every_variant_of_every_model_and_writes_its_table(tmp_path):
     done = runbook("speed", tmp_path / "out", REFERENCE=tmp_path / "absent")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = read_objects((tmp_path / "out" / "speed.jsonl").read_text())
-    assert [r["model"] for r in rows] == ["sha-rnn", "lstm", "transformer", "sha-rnn"]  # then the batch sweep
-    assert rows[-1]["batch_size"] == 4 and all(r["train_tokens_per_second"] > 0 for r in rows)
-    assert all(r["warmup_seconds"]["train"] >= 0 and r["steps_warmup"] >= 3 for r in rows)
+    models = ["sha-rnn", "lstm", "transformer"]
+    precisions = [r["precision"].split(" ")[0].split(",")[0] for r in rows[:9]]
+    assert [r["model"] for r in rows[:9]] == [m for m in models for _ in range(3)]
+    assert precisions == ["float32", "bfloat16", "float16"] * 3 and "loss scaling" in rows[2]["precision"]
+    graphs = rows[9:12] if torch.cuda.is_available() else []  # CUDA graphs, where there is CUDA
+    assert [(r["model"], r["cuda_graphs"]) for r in graphs] == [(m, True) for m in models][:len(graphs)]
+    lamb = rows[9 + len(graphs):11 + len(graphs)]
+    assert [(r["lamb_impl"], r["optimizer"]) for r in lamb] == [("loop", "lamb loop"), ("foreach", "lamb foreach")]
+    assert len(rows) == 12 + len(graphs) and rows[-1]["batch_size"] == 4  # then the batch sweep
+    assert all(r["train_tokens_per_second"] > 0 and r["steps_warmup"] >= 3 for r in rows)
     table = (tmp_path / "out" / "speed.md").read_text()
-    assert table.count("| tiny |") == 4 and "train chars/s" in table and "MFU" in table
+    assert table.count("| tiny |") == len(rows) and "train chars/s" in table and "MFU" in table
     assert "side-by-side with the reference is skipped" in done.stdout
+    assert "- compile=true: not measured in the dry run" in table
+    if not torch.cuda.is_available():  # skipped with a line saying why, in the output and under the table
+        for model in models:
+            line = f"cuda_graphs=true ({model}): skipped, it needs a CUDA device and this machine has none"
+            assert line in done.stdout and f"- {line}" in table
+        assert "| no peak |" in table
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["speed.jsonl", "speed.md"]
 
 
@@ -63,8 +77,9 @@ def test_the_study_stage_plans_the_gpu_matrix(tmp_path, mirror):
 
 def test_the_speed_table_reads_the_side_by_side(tmp_path):
     row = {"model": "sha-rnn", "preset": "paper", "params_total": 53.8e6, "batch_size": 16, "bptt": 1024,
-           "compile": False, "train_tokens_per_second": 250_000.0, "train_tflops": 91.0, "mfu": 0.092,
-           "eval_tokens_per_second": 950_000.0, "eval_over_train": 3.8, "warmup_seconds": {"train": 1.0},
+           "compile": True, "cuda_graphs": True, "optimizer": "lamb foreach", "train_tokens_per_second": 250_000.0,
+           "train_tflops": 91.0, "mfu": 0.092, "eval_tokens_per_second": 950_000.0, "eval_over_train": 3.8,
+           "warmup_seconds": {"train": 24.0}, "compile_seconds": {"train": 21.5, "eval": 3.0, "timed": 0.0},
            "peak_memory_gb": 6.1, "peak_tflops": 989.4, "precision": "bfloat16",
            "device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "torch": "2.11", "cuda": "13.0",
                       "cudnn": 91900}}
@@ -78,7 +93,8 @@ def test_the_speed_table_reads_the_side_by_side(tmp_path):
     done = subprocess.run([sys.executable, "scripts/gpu/speed_table.py", str(tmp_path / "rows.jsonl"),
                            "--reference", str(tmp_path / "reference.json")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("| 250,000 | 91.0 | 9.2% | 950,000 | 3.8x |") == 2
+    assert done.stdout.count("| bfloat16 | lamb foreach | yes | yes | 250,000 | 91.0 | 9.2% | 950,000 | 3.8x | 24.0 | "
+                             "21.5 | 6.1 |") == 2
     assert "Ratio bench / reference: **0.99x**" in done.stdout and "(989 TFLOP/s)" in done.stdout
 
 

@@ -245,3 +245,28 @@ def test_compile_parts_compiles_exactly_the_named_module_types(name, monkeypatch
     assert {type(m) for m in expected} == COMPILED_PARTS[name]  # the small model has every intended type
     assert [id(m) for m in compiled] == [id(m) for m in expected]
 
+
+def test_a_compiled_sharnn_compiles_once_at_its_full_memory_and_never_again(monkeypatch):
+    """While the memory fills, its length changes every segment: the compiled parts run eagerly then, and compile
+    once, for the full memory (before: a static graph at the first segment, a dynamic one at the second).
+    Recompiling is dynamo's decision (its guards), whatever the backend: a counting backend keeps this fast."""
+    from torch._dynamo.testing import CompileCounter
+
+    from bench.models.common import detach_state
+
+    counter, compile_module = CompileCounter(), torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda module: compile_module(module, backend=counter))
+    torch._dynamo.reset()
+    model = small("sha-rnn", max_memory=40)
+    model.compile_parts()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    state, compiled = None, []
+    for _ in range(8):  # segments of 16: the memory holds 16, 32, then 40 positions (full) from the third
+        hidden, new_state = model(torch.randint(0, V, (2, 16)), state)
+        F.cross_entropy(model.logits(hidden).flatten(0, 1), torch.randint(0, V, (32,))).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        state = detach_state(new_state)
+        compiled.append(counter.frame_count)
+    assert compiled[:2] == [0, 0] and compiled[2] > 0 and set(compiled[2:]) == {compiled[2]}
+

@@ -136,10 +136,12 @@ def test_the_foreach_lamb_trains_the_sha_rnn_as_the_loop_does_for_100_steps(one_
     assert any(_relative(unfloored[k], v) > 1e-3 for k, v in foreach.state_dict().items())
 
 
-def test_the_foreach_lamb_never_reads_a_tensor_on_the_host(monkeypatch):
-    """On CUDA a read (``.item()``, ``if tensor``) waits for every launched kernel: the step must not make one."""
+@pytest.mark.parametrize("lr", [1e-3, torch.tensor(1e-3)], ids=["float", "tensor"])
+def test_the_foreach_lamb_never_reads_a_tensor_on_the_host(monkeypatch, lr):
+    """On CUDA a read (``.item()``, ``if tensor``) waits for every launched kernel: the step must not make one, nor
+    read a learning rate given as a tensor (a CUDA graph's: a value read on the host would be captured as is)."""
     model = _Model()
-    opt = Lamb(model.parameters(), lr=1e-3, weight_decay=0.1, foreach=True)
+    opt = Lamb(model.parameters(), lr=lr, weight_decay=0.1, foreach=True)
     model.loss(torch.randint(0, 64, (2, 9))).backward()
 
     def refused(*args, **kwargs):
@@ -194,6 +196,43 @@ def test_a_run_checkpointed_under_the_loop_resumes_under_foreach(make_toy_corpus
     assert resumed.run_id == reference.run_id and resumed.resolved["train"]["lamb_impl"] == "foreach"
     a, b = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "b")
     assert all(_relative(b[k], a[k]) <= 1e-6 for k in a)
+
+
+@pytest.mark.parametrize("foreach", [True, False])
+def test_lamb_reads_a_learning_rate_tensor_at_each_step_as_a_cuda_graph_needs(foreach, one_thread):
+    """Under CUDA graphs the rate is a tensor filled before each replay (bench.engine.cuda_graphs): the same update
+    as the float's to rounding, and a new value acts at the next step."""
+    torch.manual_seed(0)
+    start = _Model()
+    as_float, as_tensor = copy.deepcopy(start), copy.deepcopy(start)
+    _train(as_float, foreach, 0.25, steps=5)
+    opt = _train(as_tensor, foreach, 0.25, steps=0)
+    opt.param_groups[0]["lr"] = torch.tensor(4e-3)
+    data = torch.Generator().manual_seed(1)
+    for _ in range(5):
+        opt.zero_grad()
+        as_tensor.loss(torch.randint(0, 64, (2, 17), generator=data)).backward()
+        opt.step()
+    assert all(_relative(a, b) <= 1e-6 for a, b in zip(as_tensor.parameters(), as_float.parameters()))
+    opt.param_groups[0]["lr"].fill_(0.0)
+    before = copy.deepcopy(as_tensor.state_dict())
+    as_tensor.loss(torch.randint(0, 64, (2, 17), generator=data)).backward()
+    opt.step()
+    assert all(torch.equal(before[k], v) for k, v in as_tensor.state_dict().items())
+
+
+def test_under_cuda_graphs_adamw_is_capturable_and_a_checkpoint_does_not_carry_it_elsewhere(one_thread):
+    """Capturable: its step count on the device and its rate readable from a tensor, as a graph replays them; a run
+    resumed without graphs (on a CPU, where capturable cannot step) keeps its own setting."""
+    model = _sha_rnn()
+    graphed = build_optimizer(model.parameters(), TrainConfig(optimizer="adamw", cuda_graphs=True))
+    assert graphed.param_groups[0]["capturable"] is True
+    opt = build_optimizer(model.parameters(), TrainConfig(optimizer="adamw"))
+    saved = graphed.state_dict()
+    opt.load_state_dict(saved)
+    assert opt.param_groups[0]["capturable"] is False
+    model(torch.randint(0, 64, (2, 9)))[0].sum().backward()
+    opt.step()
 
 
 @pytest.mark.parametrize("optimizer,impl,foreach", [("lamb", "auto", False), ("lamb", "foreach", True),

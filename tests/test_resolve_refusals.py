@@ -149,6 +149,46 @@ def test_a_floor_for_a_decay_that_never_happens_is_refused():
     assert resolved(min_lr_ratio=0.0).train.schedule == "constant"
 
 
+# ---- CUDA graphs: fixed shapes, no loss scaler, one process, a CUDA device -------------------------------------------
+
+@pytest.fixture()
+def on_cuda(monkeypatch):
+    """Resolution as on a machine with a GPU: the device cuda_graphs' check finds is CUDA."""
+    import torch
+
+    import bench.engine.cuda_graphs
+
+    monkeypatch.setattr(bench.engine.cuda_graphs, "pick_device", lambda name: torch.device("cuda"))
+
+
+def test_cuda_graphs_are_refused_where_they_cannot_run_in_one_line():
+    assert refusal(device="cpu", cuda_graphs=True) == (
+        "cuda_graphs needs a CUDA device; this run's device is cpu (set cuda_graphs=false)")
+    assert refusal(device="cpu", cuda_graphs=True, seq_jitter=True) == (
+        "cuda_graphs replays steps of one shape, but seq_jitter draws a new segment length each step; set "
+        "seq_jitter=false (or cuda_graphs=false)")
+    assert refusal(cuda_graphs=True, precision="float16") == (
+        "cuda_graphs cannot capture float16's loss scaler (it reads its inf check on the host to skip an update); "
+        "set precision=bfloat16 or float32 (or cuda_graphs=false)")
+    assert resolved(device="cpu", cuda_graphs=False, seq_jitter=True).train.cuda_graphs is False
+
+
+def test_cuda_graphs_are_refused_for_several_processes(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert refusal(device="cpu", cuda_graphs=True) == (
+        "cuda_graphs does not capture a run on several processes (DistributedDataParallel); set cuda_graphs=false")
+
+
+def test_on_cuda_cuda_graphs_take_float32_or_bfloat16_and_are_not_in_the_run_id(on_cuda):
+    assert refusal("lstm", cuda_graphs=True) == (  # precision auto: float16 with a scaler for a model with LSTMs
+        "cuda_graphs cannot capture float16's loss scaler (it reads its inf check on the host to skip an update) "
+        "(precision auto is float16 on CUDA for a model with LSTMs); set precision=bfloat16 or float32 (or "
+        "cuda_graphs=false)")
+    for model, precision in (("lstm", "bfloat16"), ("sha-rnn", "float32"), ("transformer", "auto")):
+        graphed = resolved(model, cuda_graphs=True, precision=precision)
+        assert graphed.train.cuda_graphs and graphed.run_id() == resolved(model, precision=precision).run_id()
+
+
 # ---- the layout: the model's window, the train split's streams ------------------------------------------------------
 
 def test_a_transformers_window_holds_its_segment_and_its_evaluation_stride():

@@ -60,7 +60,9 @@ def train_command(
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {result.data.corpus} / "
           f"{result.tokenizer.scheme}: {training.steps} steps, {training.chars:,.0f} training characters, "
           f"{training.chars_per_second:,.0f} char/s on {result.provenance.device['type']}"
-          + (f"; first step {training.startup_seconds:.1f} s after the start" if training.startup_seconds else ""))
+          + (f"; first step {training.startup_seconds:.1f} s after the start" if training.startup_seconds else "")
+          + (f"; compiling took {training.compile_seconds:.1f} s of the training time"
+             if training.compile_seconds is not None else ""))
     print_metrics(result.data.corpus, {split: asdict(m) for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     print(f"result: {Path(result.spec.out_dir) / RESULT}")
@@ -255,17 +257,25 @@ def speed_command(
         print(json.dumps(info, indent=2))
         return
     device = info["device"]
+    variant = (f", {info['optimizer']}" + (", compiled" if info["compile"] else "")
+               + (", CUDA graphs" if info["cuda_graphs"] else ""))
     print(f"{model}/{preset}: {info['params_total']:,} parameters, batch {info['batch_size']} x {info['bptt']}, "
-          f"{info['precision']}, on {device['type']} ({device.get('name', '')})")
-    mfu = "" if info["mfu"] is None else f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] <= 1 else (
+          f"{info['precision']}{variant}, on {device['type']} ({device.get('name', '')})")
+    mfu = f", MFU: no peak known for this {device['type']} (--peak-tflops)" if info["mfu"] is None else (
+        f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] <= 1 else
         f", MFU not shown: the measured rate is above the peak of {info['peak_tflops']:g} TFLOP/s (check "
         "--peak-tflops)")
     print(f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({flops_rate(info['train_tflops'])}{mfu})  "
           f"eval: {info['eval_tokens_per_second']:,.0f} tokens/s ({info['eval_over_train']:.1f}x training)")
-    warm = info["warmup_seconds"]
+    warm, compiled = info["warmup_seconds"], info["compile_seconds"]
     memory = f"; peak memory {info['peak_memory_gb']} GiB" if info["peak_memory_gb"] is not None else ""
-    print(f"warm-up ({info['steps_warmup']} untimed steps, compilation included): train {warm['train']:.1f} s, "
-          f"eval {warm['eval']:.1f} s{memory}")
+    compiling = (f" (compilation {compiled['train']:.1f} s and {compiled['eval']:.1f} s)"
+                 if info["compile"] else "")
+    print(f"warm-up ({info['steps_warmup']} untimed steps): train {warm['train']:.1f} s, eval {warm['eval']:.1f} s"
+          f"{compiling}{memory}")
+    if compiled["timed"]:
+        print(f"warning: torch.compile compiled for {compiled['timed']:.1f} s inside the timed steps (a recompile): "
+              f"the rates include it; raise --warmup")
     if info["budget_hours"] is not None:
         print(f"budget: {info['budget_steps']:,} steps, about {duration(info['budget_hours'] * 3600)} of training "
               f"here")

@@ -79,7 +79,7 @@ class Lamb(torch.optim.Optimizer):
         )
         if group["min_trust"]:
             trust = trust.clamp(min=group["min_trust"])
-        p.add_(update * trust, alpha=-group["lr"])
+        _descend([p], [update.mul_(trust)], group["lr"])
 
     def _update_foreach(self, params: list[torch.Tensor], group: dict) -> None:
         """The same operations as :meth:`_update_one`, in the same order, on every tensor of ``params`` at once."""
@@ -105,7 +105,17 @@ class Lamb(torch.optim.Optimizer):
         # factors that stay on the device (floats would be read from it); on CUDA PyTorch applies 0-dim factors one
         # tensor at a time, one launch per tensor for this op instead of the loop's ~20
         torch._foreach_mul_(updates, trust.unbind())
-        torch._foreach_add_(params, updates, alpha=-group["lr"])
+        _descend(params, updates, group["lr"])
+
+
+def _descend(params: list[torch.Tensor], updates: list[torch.Tensor], lr: float | torch.Tensor) -> None:
+    """``params -= lr * updates`` (``updates`` is consumed). A tensor ``lr`` is read on the device at each step: a
+    CUDA graph's (bench.engine.cuda_graphs), filled before each replay, where a float would stay the captured one."""
+    if isinstance(lr, torch.Tensor):
+        torch._foreach_mul_(updates, lr)
+        torch._foreach_sub_(params, updates)
+    else:
+        torch._foreach_add_(params, updates, alpha=-lr)
 
 
 def build_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
@@ -118,18 +128,28 @@ def build_optimizer(parameters, config: TrainConfig) -> torch.optim.Optimizer:
         foreach = on_cuda if config.lamb_impl == "auto" else config.lamb_impl == "foreach"
         return Lamb(parameters, lr=config.lr, betas=betas, eps=config.eps, weight_decay=config.weight_decay,
                     min_trust=config.min_trust, foreach=foreach)
-    # on CUDA one fused kernel for the whole update; elsewhere PyTorch's default for the device (on a CPU, its loop)
+    # on CUDA one fused kernel for the whole update; elsewhere PyTorch's default for the device (on a CPU, its loop);
+    # capturable for a CUDA graph: the step count on the device, the learning rate read from a tensor
     optimizer = torch.optim.AdamW(parameters, lr=config.lr, betas=betas, eps=config.eps,
-                                  weight_decay=config.weight_decay, fused=True if on_cuda else None)
+                                  weight_decay=config.weight_decay, fused=True if on_cuda else None,
+                                  capturable=config.cuda_graphs)
     optimizer.register_load_state_dict_pre_hook(_keep_implementation)
     return optimizer
 
 
+def implementation(optimizer: torch.optim.Optimizer) -> str:
+    """Which update runs, as ``bench speed`` reports it: "lamb foreach", "lamb loop", "adamw fused", "adamw"."""
+    if isinstance(optimizer, Lamb):
+        return "lamb foreach" if optimizer.foreach else "lamb loop"
+    return "adamw fused" if optimizer.param_groups[0]["fused"] else "adamw"
+
+
 def _keep_implementation(optimizer: torch.optim.Optimizer, state_dict: dict) -> dict:
     """A checkpoint's groups carry the implementation they were saved with (fused on CUDA, PyTorch's default on a
-    CPU) and would replace the one chosen for these parameters when it loads: a run resumed on another device keeps
-    its device's. Applied before loading, so that the step counts move where a fused update wants them."""
-    flags = ("foreach", "fused")
+    CPU, capturable under CUDA graphs) and would replace the one chosen for these parameters when it loads: a run
+    resumed on another device or without graphs keeps its own. Applied before loading, so that the step counts move
+    where this update wants them."""
+    flags = ("foreach", "fused", "capturable")
     groups = [{**saved, **{k: mine[k] for k in flags}}
               for mine, saved in zip(optimizer.param_groups, state_dict["param_groups"], strict=True)]
     return {**state_dict, "param_groups": groups}

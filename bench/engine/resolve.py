@@ -29,7 +29,7 @@ MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a bu
 # their default, so that a run planned before keeps its id.
 ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after")
 # Where and how a run executes, not what it computes (the same numbers up to rounding): never in the run id.
-EXECUTION = ("device", "threads", "lamb_impl")
+EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs")
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,20 @@ def resolve(spec: RunSpec, facts: DataFacts) -> ResolvedRun:
         model_values["context"] = train.bptt  # a model with a window (the Transformer): the training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
     _check_layout(model, train, facts)
-    _check_runtime(train)
-    _check_budget_size(spec.model, model, train, facts)
+    net = _meta_model(spec.model, model)
+    _check_runtime(train, net)
+    _check_budget_size(net, model, train, facts)
     return ResolvedRun(spec, model, train, facts)
+
+
+def _meta_model(model_name: str, model_config):
+    """The model built on the meta device: its FLOPs, parameters and modules, without memory."""
+    import torch
+
+    from bench.models import build_model
+
+    with torch.device("meta"):
+        return build_model(model_name, model_config)
 
 
 def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfig:
@@ -140,17 +151,11 @@ def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfi
     return train
 
 
-def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts: DataFacts) -> None:
+def _check_budget_size(net, model_config, train: TrainConfig, facts: DataFacts) -> None:
     """A budget that allows less than one optimizer step, or more than :data:`MOST_STEPS` (a typo such as
-    ``flops = 1e30``), is refused, as is a run beyond its device's memory; the model is built on the meta device
-    for its FLOPs per token and its parameters."""
-    import torch
-
+    ``flops = 1e30``), is refused, as is a run beyond its device's memory (``net``: the model on the meta device)."""
     from bench.engine.memory import check_memory
-    from bench.models import build_model
 
-    with torch.device("meta"):
-        net = build_model(model_name, model_config)
     flops_per_token = net.train_flops_per_token(train.bptt)
     step = mean_step_tokens(train)
     eval_tokens = max(train.eval_streams, train.final_eval_streams or 0) * (train.eval_chunk or train.bptt)
@@ -167,14 +172,16 @@ def _check_budget_size(model_name: str, model_config, train: TrainConfig, facts:
                          f"SHA-RNN trains about 80,000); lower it")
 
 
-def _check_runtime(train: TrainConfig) -> None:
-    """Settings that cannot act as written: too many threads for this machine, a floor for a decay that never
-    happens."""
+def _check_runtime(train: TrainConfig, net) -> None:
+    """Settings that cannot act as written: too many threads for this machine, a precision or CUDA graphs where
+    they cannot run, a floor for a decay that never happens (``net``: the model on the meta device)."""
+    from bench.engine.cuda_graphs import check_cuda_graphs
     from bench.engine.device import check_threads
-    from bench.engine.precision import check_precision
+    from bench.engine.precision import check_precision, has_lstm
 
     check_threads(train.threads, "threads")
     check_precision(train.precision, train.lstm_precision, train.device)
+    check_cuda_graphs(train, has_lstm(net))
     if train.schedule == "constant" and train.min_lr_ratio > 0:
         raise BenchError(f"min_lr_ratio ({train.min_lr_ratio}) is where a linear or cosine decay ends, but schedule is "
                          f"constant; set schedule=linear or cosine, or leave min_lr_ratio out")

@@ -92,6 +92,7 @@ class TrainingSummary:
     best_valid_bits_per_char_during_training: Optional[float]
     flops: Optional[float] = None  # training FLOPs: the model's per token, forward and backward, times tokens
     startup_seconds: Optional[float] = None  # from the command's start to its first training step (this attempt)
+    compile_seconds: Optional[float] = None  # with compile: torch.compile's compiling inside this attempt's steps
     threads: Optional[int] = None  # CPU threads (every attempt uses the first one's)
     # what ran: the setting, the policy's choice (bench.engine.precision), the dtypes observed at each module
     # family's inputs, weights and outputs in the first step, the loss scaler's final scale and skipped updates

@@ -92,6 +92,9 @@ class TrainConfig:
     lamb_impl: Literal["auto", "foreach", "loop"] = runtime(
         "auto", "LAMB only: foreach (torch._foreach_* over all tensors, no host synchronisation), loop (one parameter "
                 "at a time) or auto (foreach on CUDA, else loop); the same update to rounding, not in the run id")
+    cuda_graphs: bool = runtime(
+        False, "replay each training step from one CUDA graph once its shapes repeat (bench.engine.cuda_graphs): CUDA "
+               "only, fixed shapes (seq_jitter=false), not float16's loss scaler; not in the run id")
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -4,12 +4,15 @@ Runs real optimizer steps (the preset's optimizer, clipping, mixed precision and
 carried state) on random tokens, so no corpus is needed. Throughput is reported
 in tokens per second; with the byte scheme a token is a byte, which is how the
 SHA-RNN's characters per second on enwik8 are usually quoted. The first steps
-are warm-up (cuDNN autotuning, compilation, the SHA-RNN's memory filling up):
-their time is reported apart (``warmup_seconds``) and never counted in the
-steady-state throughput. Peak memory is reset first, so it is this measurement's
-own. MFU is the achieved training FLOP/s (3x the forward FLOPs per token) over
-the GPU's dense bf16 peak. From the run's budget it also estimates how long the
-whole run would train at this speed.
+are warm-up (cuDNN autotuning, compilation, the SHA-RNN's memory filling up, a
+CUDA graph's eager steps and capture): their time is reported apart
+(``warmup_seconds``), with the share torch.compile spent compiling
+(``compile_seconds``, its own accounting), and never counted in the steady-state
+throughput; compilation during the timed steps (a recompile) is reported too.
+Peak memory is reset first, so it is this measurement's own. MFU is the achieved
+training FLOP/s (3x the forward FLOPs per token) over the GPU's dense bf16 peak
+(none is known for a CPU: ``--peak-tflops`` gives one). From the run's budget it
+also estimates how long the whole run would train at this speed.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ import torch
 from bench.data.facts import DataFacts
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.device import configure, describe, pick_device, use_threads
-from bench.engine.optim import build_optimizer
+from bench.engine.optim import build_optimizer, implementation
 from bench.engine.precision import Precision, plan_precision
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec, validate_spec
-from bench.engine.step import apply_gradients, build_training_model, forward_loss
+from bench.engine.step import TrainingStep, build_training_model, compile_seconds, make_step
 from bench.models.common import LanguageModel, detach_state
 
 # Dense bf16 tensor-core peaks from the vendors' data sheets (TFLOP/s, without sparsity).
@@ -43,9 +46,13 @@ def bf16_peak_tflops(device_name: str) -> float | None:
 
 
 def default_warmup(resolved: ResolvedRun) -> int:
-    """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3."""
+    """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3; with CUDA
+    graphs, then the eager steps and the capture."""
+    from bench.engine.cuda_graphs import EAGER_STEPS
+
     max_memory = getattr(resolved.model, "max_memory", 0) or 0
-    return max(3, math.ceil(max_memory / resolved.train.bptt) + 1)
+    filled = max(3, math.ceil(max_memory / resolved.train.bptt) + 1)
+    return filled + (EAGER_STEPS + 1 if resolved.train.cuda_graphs else 0)
 
 
 def _sync(device: torch.device) -> None:
@@ -68,9 +75,12 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     model = build_training_model(resolved, device)
     precision = plan_precision(cfg.precision, cfg.lstm_precision, device, model)
     tokens = torch.randint(0, facts.vocab_size, (cfg.batch_size, cfg.bptt + 1), device=device)
-    train_warmup, train_seconds = _time_training(resolved, model, tokens, device, precision, steps, warmup)
+    optimizer = build_optimizer(model.parameters(), cfg)
+    train = _time_training(resolved, model, optimizer, tokens, device, precision, steps, warmup)
+    train_warmup, train_seconds = train["warmup"], train["timed"]
     train_peak = _peak_memory_gb(device)
-    eval_warmup, eval_seconds = _time_evaluation(model, tokens, device, precision, steps, warmup)
+    evaluation = _time_evaluation(model, tokens, device, precision, steps, warmup)
+    eval_warmup, eval_seconds = evaluation["warmup"], evaluation["timed"]
     timed_tokens = steps * cfg.batch_size * cfg.bptt
     train_tps = timed_tokens / train_seconds
     train_flops_per_token = model.train_flops_per_token(cfg.bptt)
@@ -85,12 +95,16 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
         "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
         "vocab_size": facts.vocab_size, "params_total": model.num_params(),
         "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": precision.name, "compile": cfg.compile,
+        "cuda_graphs": cfg.cuda_graphs, "lamb_impl": cfg.lamb_impl, "optimizer": implementation(optimizer),
         "steps_timed": steps, "steps_warmup": warmup,
         "train_tokens_per_second": train_tps, "eval_tokens_per_second": timed_tokens / eval_seconds,
         "eval_over_train": train_seconds / eval_seconds,
         "train_flops_per_token": train_flops_per_token, "train_tflops": train_tflops,
         "peak_tflops": peak, "mfu": None if not peak else train_tflops / peak,
         "warmup_seconds": {"train": train_warmup, "eval": eval_warmup},
+        # of which torch.compile compiled; "timed": compiling inside the timed steps (a recompile), never expected
+        "compile_seconds": {"train": train["warmup_compile"], "eval": evaluation["warmup_compile"],
+                            "timed": train["timed_compile"] + evaluation["timed_compile"]},
         "device": info, "peak_memory_gb": train_peak, "eval_peak_memory_gb": _peak_memory_gb(device),
         "budget_steps": planned,
         "budget_hours": None if planned is None else planned * train_seconds / steps / 3600,
@@ -105,20 +119,20 @@ def _peak_memory_gb(device: torch.device) -> float | None:
     return round(peak, 2)
 
 
-def _time_training(resolved: ResolvedRun, model: LanguageModel, tokens: torch.Tensor, device: torch.device,
-                   precision: Precision, steps: int, warmup: int) -> tuple[float, float]:
-    """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones."""
-    optimizer = build_optimizer(model.parameters(), resolved.train)
-    scaler = precision.grad_scaler(device)
+def _time_training(resolved: ResolvedRun, model: LanguageModel, optimizer: torch.optim.Optimizer,
+                   tokens: torch.Tensor, device: torch.device, precision: Precision, steps: int,
+                   warmup: int) -> dict[str, float]:
+    """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones (:func:`_timed`)."""
+    cfg = resolved.train
+    train_step = make_step(TrainingStep(model, device, precision), model, optimizer, cfg.clip, cfg.cuda_graphs,
+                           device, precision.grad_scaler(device))
     state = None
     model.train()
 
     def step() -> None:
         nonlocal state
-        loss, new_state = forward_loss(model, tokens[:, :-1], tokens[:, 1:],
-                                       state if model.carries_state_in_training else None, device,
-                                       precision)
-        apply_gradients(model, optimizer, loss, resolved.train.clip, scaler)
+        _, new_state, _ = train_step(tokens[:, :-1], tokens[:, 1:],
+                                     state if model.carries_state_in_training else None)
         state = detach_state(new_state)
 
     return _timed(step, device, steps, warmup)
@@ -126,7 +140,7 @@ def _time_training(resolved: ResolvedRun, model: LanguageModel, tokens: torch.Te
 
 @torch.no_grad()
 def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.device, precision: Precision,
-                     steps: int, warmup: int) -> tuple[float, float]:
+                     steps: int, warmup: int) -> dict[str, float]:
     """Seconds of ``warmup`` untimed forward passes with carried state, then of ``steps`` timed ones."""
     model.eval()
     state = None
@@ -140,15 +154,17 @@ def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.d
     return _timed(step, device, steps, warmup)
 
 
-def _timed(step, device: torch.device, steps: int, warmup: int) -> tuple[float, float]:
-    """Wall seconds of the warm-up steps and of the timed steps, each measured between device syncs."""
+def _timed(step, device: torch.device, steps: int, warmup: int) -> dict[str, float]:
+    """Wall seconds of the warm-up steps and of the timed steps, each measured between device syncs, and the
+    seconds torch.compile compiled in each."""
     _sync(device)
-    start = time.perf_counter()
+    start, compiled = time.perf_counter(), compile_seconds()
     for _ in range(warmup):
         step()
     _sync(device)
-    middle = time.perf_counter()
+    middle, compiled_middle = time.perf_counter(), compile_seconds()
     for _ in range(steps):
         step()
     _sync(device)
-    return middle - start, time.perf_counter() - middle
+    return {"warmup": middle - start, "timed": time.perf_counter() - middle,
+            "warmup_compile": compiled_middle - compiled, "timed_compile": compile_seconds() - compiled_middle}

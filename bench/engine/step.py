@@ -7,6 +7,8 @@ several processes.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -65,6 +67,45 @@ def apply_gradients(model: LanguageModel, optimizer: torch.optim.Optimizer, loss
         scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return skipped
+
+
+def make_step(step_module: nn.Module, model: LanguageModel, optimizer: torch.optim.Optimizer, clip: float,
+              cuda_graphs: bool, device: torch.device, scaler: torch.amp.GradScaler | None = None,
+              zero_gradients: ZeroGradients | None = None):
+    """One training step as a function ``(x, y, state) -> (mean loss, new state, skip flag or None)``: forward
+    (``step_module``, a :class:`TrainingStep` or its DistributedDataParallel), backward and update; with
+    ``cuda_graphs``, replayed from a CUDA graph once its shapes repeat (bench.engine.cuda_graphs)."""
+    if cuda_graphs:
+        from bench.engine.cuda_graphs import GraphedStep
+
+        step = GraphedStep(step_module, model, optimizer, clip, device, scaler, zero_gradients)
+    else:
+        def step(x: torch.Tensor, y: torch.Tensor, state: State | None):
+            loss, new_state = step_module(x, y, state)
+            return loss, new_state, apply_gradients(model, optimizer, loss, clip, scaler, zero_gradients)
+
+    return CompileClock(step) if model.compiled else step
+
+
+def compile_seconds() -> float:
+    """Seconds torch.compile has spent compiling in this process so far, forward and backward graphs (its own
+    accounting); 0 while nothing imported it (importing it takes seconds)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return utils.calculate_time_spent().get("total_wall_time", 0.0) if utils is not None else 0.0
+
+
+class CompileClock:
+    """A step function that also counts the seconds torch.compile compiled inside its calls (``seconds``): the
+    compiled parts' first steps, reported apart from the steady state (``training.compile_seconds``)."""
+
+    def __init__(self, step):
+        self.step, self.seconds = step, 0.0
+
+    def __call__(self, *args):
+        before = compile_seconds()
+        out = self.step(*args)
+        self.seconds += compile_seconds() - before
+        return out
 
 
 class TrainingStep(nn.Module):

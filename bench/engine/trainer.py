@@ -34,7 +34,7 @@ from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.precision import DtypeWatch, plan_precision
 from bench.engine.progress import Progress, SignalGuard, read_log_lines
 from bench.engine.resolve import ResolvedRun
-from bench.engine.step import TrainingStep, apply_gradients, build_training_model
+from bench.engine.step import TrainingStep, build_training_model, make_step
 from bench.engine.window import TrainingDiverged, TrainingWindow
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
@@ -81,8 +81,9 @@ class Trainer:
         self.precision = plan_precision(self.cfg.precision, self.cfg.lstm_precision, self.device, self.model)
         self.scaler = self.precision.grad_scaler(self.device)
         self.zero_gradients = ZeroGradients(self.model, self.device)
-        self.step_module = self._step_module()
         self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
+        self.step = make_step(self._step_module(), self.model, self.optimizer, self.cfg.clip, self.cfg.cuda_graphs,
+                              self.device, self.scaler, self.zero_gradients)
         mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
         rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id)[mine]
         self.rows = torch.from_numpy(rows).to(self.device)
@@ -246,11 +247,10 @@ class Trainer:
         self.model.train()
         state = self.state if self.model.carries_state_in_training else None
         watch = DtypeWatch(self.model) if p.observed_dtypes is None else None  # what the first step ran in
-        loss, new_state = self.step_module(x, y, state)
+        loss, new_state, skipped = self.step(x, y, state)
         if watch is not None:
             p.observed_dtypes = watch.close()
         chars = int(self.row_chars[:, p.pos + 1:p.pos + 1 + seq_len].sum())
-        skipped = apply_gradients(self.model, self.optimizer, loss, cfg.clip, self.scaler, self.zero_gradients)
         self.state = detach_state(new_state) if self.model.carries_state_in_training else None
         p.pos += seq_len
         p.step += 1

@@ -27,6 +27,7 @@ class LanguageModel(nn.Module):
     carries_state_in_training: bool = True
     # The submodule types ``compile_parts`` compiles: the parts without recurrence (LSTMs stay eager).
     parts_to_compile: ClassVar[tuple[type[nn.Module], ...]] = ()
+    compiled: bool = False  # whether compile_parts was called
 
     embedding: nn.Embedding
     output_bias: nn.Parameter
@@ -68,6 +69,7 @@ class LanguageModel(nn.Module):
         for module in self.modules():
             if isinstance(module, self.parts_to_compile):
                 module.compile()
+        self.compiled = True
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights are counted once

@@ -51,6 +51,7 @@ gradient (see ``tests/test_models.py``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -226,10 +227,15 @@ class SHARNN(LanguageModel):
             mask = torch.cat([torch.ones(T, mem_len, dtype=torch.bool, device=tokens.device), causal], dim=1)
         h = self.input_dropout(self.embedding(tokens))
         new_lstm, new_mem = [], []
-        for block, lstm_state, memory in zip(self.blocks, lstm_states, memories):
-            h, lstm_state, memory = block(h, lstm_state, memory, mask, max_memory)
-            new_lstm.append(lstm_state)
-            new_mem.append(memory)
+        # compiled parts (compile=true) see one memory length, the full one: while the memory fills its length
+        # changes every segment, and each length would compile again (a static graph, then a dynamic one)
+        filling = self.compiled and any(b.attention is not None and (m is None or m.shape[1] < keep)
+                                        for b, m in zip(self.blocks, memories))
+        with torch.compiler.set_stance("force_eager") if filling else contextlib.nullcontext():
+            for block, lstm_state, memory in zip(self.blocks, lstm_states, memories):
+                h, lstm_state, memory = block(h, lstm_state, memory, mask, max_memory)
+                new_lstm.append(lstm_state)
+                new_mem.append(memory)
         return self.output_dropout(h), (new_lstm, new_mem)
 
     def flops_per_token(self, segment: int) -> float:

@@ -5,13 +5,16 @@
 #   scripts/gpu/runbook.sh prove  OUT   # nvidia-smi, versions, bf16 matmul peak, CUDA tests, the whole suite
 #   scripts/gpu/runbook.sh diagnose OUT # the study's SHA-RNN cell for about a minute under each precision and
 #                                       # attention kernel: its loss, whether it left the unigram floor, chars/s
-#   scripts/gpu/runbook.sh speed  OUT   # bench speed at paper and small presets, batch sweep, reference side by side
+#   scripts/gpu/runbook.sh speed  OUT   # bench speed: precisions, CUDA graphs, LAMB's loop and foreach, compiled, the
+#                                       # small presets, a batch sweep, the reference side by side; one table
 #   scripts/gpu/runbook.sh study  OUT   # configs/gpu-wikitext2.toml (resumes where it stopped), then its report
 #
 # TINY=1 runs every stage at toy sizes on whatever device there is (the CPU dry run `make test` runs).
 # MIRROR: folder with wikitext-2/ (default .gpu/mirror, a copy of ../shared/data that travels to the GPU).
 # REFERENCE: folder with Smerity/sha-rnn's model.py for the side-by-side (default .gpu/sha-rnn).
 # STUDY_SECONDS: stop starting new study runs after this long (default 480); the next call resumes.
+# SPEED_SECONDS: the speed stage starts no measurement after this long (default 400); MEASURE_SECONDS: each one's
+# limit (default 120), also the reference side by side's: at most about 8.7 minutes in all.
 # DIAGNOSE_MINUTES: training minutes per diagnose variant (default 0.9); CELLS: where their runs go (default OUT.cells).
 set -euo pipefail
 STAGE=${1:?usage: runbook.sh prove|diagnose|speed|study OUT}
@@ -55,37 +58,76 @@ pytest_part() {
     echo '```'; } >> "$OUT/prove.md"
 }
 
+# bench speed of every variant x model, one process each; a variant that cannot run here (CUDA graphs on a CPU), fails
+# or would start after SPEED_SECONDS is a line in the table's notes, not the end of the stage.
 speed() {
-  local rows="$OUT/speed.jsonl" presets=(paper small) steps=20 sweep=(8 32 64)
-  local reference_args=()
+  local rows="$OUT/speed.jsonl" notes="$OUT/speed.notes" preset=paper steps=20 sweep=(32 64) small=(small)
+  local reference_args=() models=(sha-rnn lstm transformer) cuda
+  speed_args=()
   if [ "$TINY" = 1 ]; then
-    presets=(tiny); steps=2; sweep=(4)
+    preset=tiny; steps=2; sweep=(4); small=(); speed_args=(--set threads=1)  # a dry run beside other CPU work
     reference_args=(--batch-size 2 --bptt 32 --emsize 64 --nhid 256 --max-memory 100 --steps 2 --rounds 2)
   fi
-  : > "$rows"
-  for preset in "${presets[@]}"; do
-    for model in sha-rnn lstm transformer; do
-      bench speed --model "$model" --preset "$preset" --vocab-size 256 --steps "$steps" --json >> "$rows"
-    done
-    [ "$TINY" = 1 ] && continue  # compilation on a CPU takes a minute: not in the dry run
-    for model in sha-rnn transformer; do  # compiled: compilation time shows apart, as warm-up
-      bench speed --model "$model" --preset "$preset" --vocab-size 256 --steps "$steps" --set compile=true \
-        --json >> "$rows"
+  cuda=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
+  : > "$rows"; : > "$notes"
+  for model in "${models[@]}"; do  # precision: float16 with a loss scaler, bf16 with float32 LSTMs, float32 (TF32)
+    for precision in float32 bfloat16 float16; do
+      measure --model "$model" --preset "$preset" --set precision="$precision"
     done
   done
-  for batch in "${sweep[@]}"; do
-    bench speed --model sha-rnn --preset "${presets[0]}" --vocab-size 256 --steps "$steps" \
-      --set batch_size="$batch" --json >> "$rows"
+  for model in "${models[@]}"; do  # one graph per step: fixed segments, no loss scaler
+    if needs_cuda "$cuda" "cuda_graphs=true ($model)"; then
+      measure --model "$model" --preset "$preset" --set precision=bfloat16 --set seq_jitter=false --set cuda_graphs=true
+    fi
+  done
+  for impl in loop foreach; do  # LAMB's Python loop over the parameters against one launch per operation
+    measure --model sha-rnn --preset "$preset" --set precision=bfloat16 --set lamb_impl="$impl"
   done
   if [ -f "$REFERENCE/model.py" ]; then
-    "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" --out "$OUT/reference.json" "${reference_args[@]}"
+    timeout "${MEASURE_SECONDS:-120}" "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" \
+      --out "$OUT/reference.json" "${reference_args[@]}" || echo "failed: the reference side by side" | tee -a "$notes"
   else
     echo "no $REFERENCE/model.py: the side-by-side with the reference is skipped (see scripts/gpu/README.md)"
   fi
-  local table_args=("$rows")
+  if [ "$TINY" = 1 ]; then  # compilation on a CPU takes a minute: not in the dry run
+    echo "compile=true: not measured in the dry run (compiling takes a minute on a CPU)" | tee -a "$notes"
+  else
+    for model in sha-rnn transformer; do  # its compilation time shows apart (compile_seconds)
+      measure --model "$model" --preset "$preset" --set precision=bfloat16 --set compile=true
+    done
+  fi
+  for model in "${models[@]}"; do
+    for size in "${small[@]}"; do measure --model "$model" --preset "$size"; done
+  done
+  for batch in "${sweep[@]}"; do
+    measure --model sha-rnn --preset "$preset" --set batch_size="$batch"
+  done
+  local table_args=("$rows" --notes "$notes")
   [ -f "$OUT/reference.json" ] && table_args+=(--reference "$OUT/reference.json")
   "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"
+  rm -f "$notes"
   cat "$OUT/speed.md"
+}
+
+measure() {  # bench speed "$@", its JSON appended to $rows
+  if (( SECONDS > ${SPEED_SECONDS:-400} )); then
+    echo "not measured, the stage's ${SPEED_SECONDS:-400} s were spent: $*" | tee -a "$notes"
+    return 0
+  fi
+  local row="$OUT/speed.row"
+  if timeout "${MEASURE_SECONDS:-120}" "$PY" cli.py speed --vocab-size 256 --steps "$steps" --json "$@" \
+      "${speed_args[@]}" > "$row"; then
+    cat "$row" >> "$rows"
+  else
+    echo "failed: bench speed $* (its error above)" | tee -a "$notes"
+  fi
+  rm -f "$row"
+}
+
+needs_cuda() {  # true on a CUDA machine; elsewhere a note that the variant was skipped
+  [ "$1" = 1 ] && return 0
+  echo "$2: skipped, it needs a CUDA device and this machine has none" | tee -a "$notes"
+  return 1
 }
 
 fetch_wikitext2() {

@@ -12,16 +12,22 @@ def fmt(value, pattern: str = "{:,.0f}") -> str:
 
 
 def table(rows: list[dict]) -> list[str]:
-    lines = ["| model | preset | params | batch x segment | compile | train chars/s | TFLOP/s | MFU | "
-             "eval chars/s | eval / train | warm-up s (train) | peak GiB |",
-             "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| model | preset | params | batch x segment | precision | optimizer | compile | CUDA graphs | "
+             "train chars/s | TFLOP/s | MFU | eval chars/s | eval / train | warm-up s (train) | compiling s | "
+             "peak GiB |",
+             "| --- | --- | ---: | --- | --- | --- | --- | --- |" + " ---: |" * 8]
     for r in rows:
+        # rows of earlier versions have neither compile_seconds nor the optimizer and graphs fields
+        compiling = fmt((r.get("compile_seconds") or {}).get("train"), "{:.1f}") if r["compile"] else "-"
+        mfu = "no peak" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
         lines.append(
             f"| {r['model']} | {r['preset']} | {r['params_total'] / 1e6:.1f}M | {r['batch_size']} x {r['bptt']} | "
-            f"{'yes' if r['compile'] else 'no'} | {fmt(r['train_tokens_per_second'])} | "
-            f"{r['train_tflops']:.1f} | {fmt(r['mfu'] and 100 * r['mfu'], '{:.1f}%')} | "
+            f"{r['precision']} | {r.get('optimizer', 'n/a')} | {'yes' if r['compile'] else 'no'} | "
+            f"{'yes' if r.get('cuda_graphs') else 'no'} | {fmt(r['train_tokens_per_second'])} | "
+            f"{r['train_tflops']:.1f} | {mfu} | "
             f"{fmt(r['eval_tokens_per_second'])} | {r['eval_over_train']:.1f}x | "
-            f"{r['warmup_seconds']['train']:.1f} | {fmt(r['peak_memory_gb'], '{:.1f}')} |")
+            f"{r['warmup_seconds']['train']:.1f} | {compiling} | "
+            f"{fmt(r['peak_memory_gb'], '{:.1f}')} |")
     return lines
 
 
@@ -39,16 +45,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("rows", type=Path)
     parser.add_argument("--reference", type=Path)
+    parser.add_argument("--notes", type=Path, help="Lines on variants not measured (skipped, failed).")
     args = parser.parse_args()
     rows = read_objects(args.rows.read_text())
     device = rows[0]["device"]
+    peak = rows[0]["peak_tflops"]
     print(f"Device: {device.get('name')} ({device['type']}), torch {device['torch']}"
           + (f", CUDA {device.get('cuda')}, cuDNN {device.get('cudnn')}" if device["type"] == "cuda" else "")
-          + f". Precision {rows[0]['precision']}; random tokens over a 256-symbol vocabulary (a token is a "
-          f"byte, so tokens/s = characters/s on enwik8); MFU = 3 x forward FLOPs per token x tokens/s over "
-          f"the data-sheet dense bf16 peak ({fmt(rows[0]['peak_tflops'], '{:.0f}')} TFLOP/s). Warm-up steps "
-          f"(compilation, cuDNN autotuning, the SHA-RNN memory filling) are timed apart.\n")
+          + ". Random tokens over a 256-symbol vocabulary (a token is a byte, so tokens/s = characters/s on "
+          "enwik8); MFU = 3 x forward FLOPs per token x tokens/s over "
+          + (f"the data-sheet dense bf16 peak ({peak:.0f} TFLOP/s)" if peak else "a peak: none is known for this "
+             "device") + ". Warm-up steps (compilation, cuDNN autotuning, the SHA-RNN memory filling, a CUDA "
+          "graph's capture) are timed apart; compiling s is torch.compile's share of them.\n")
     print("\n".join(table(rows)))
+    notes = args.notes.read_text().splitlines() if args.notes and args.notes.is_file() else []
+    if notes:
+        print("\nNot measured:\n")
+        print("\n".join(f"- {line}" for line in notes))
     if args.reference and args.reference.is_file():
         ref = json.loads(args.reference.read_text())
         cps = ref["chars_per_second"]
