@@ -447,8 +447,12 @@ def test_ctrl_c_taken_by_another_thread_while_the_workers_are_handed_their_runs(
         return future
 
     monkeypatch.setattr(ProcessPoolExecutor, "submit", submit_then_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        run_matrix(config_path, results, data, Execution(jobs=2, threads=1, show_progress=False))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, not under a shell's `&`
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_matrix(config_path, results, data, Execution(jobs=2, threads=1, show_progress=False))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     # the pool was shut down, its workers waited for: left starting, they died with tracebacks once this exited
     assert not multiprocessing.active_children()
     rows = read_csv(results / "runs.csv")

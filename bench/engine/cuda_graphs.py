@@ -29,12 +29,12 @@ on the host to decide whether to skip an update), several processes, a device th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from bench.engine.device import pick_device
 from bench.engine.distributed import Ranks
-from bench.engine.learning import ZeroGradients
-from bench.engine.step import apply_gradients
 from bench.errors import BenchError
 from bench.models.common import State
 
@@ -105,8 +105,10 @@ class GraphedStep:
     eager step."""
 
     def __init__(self, step_module: torch.nn.Module, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 clip: float, device: torch.device, scaler: torch.amp.GradScaler | None,
-                 zero_gradients: ZeroGradients | None):
+                 update: Callable[[torch.Tensor], object], device: torch.device,
+                 scaler: torch.amp.GradScaler | None):
+        """``update(loss)``: backward, clipping and the optimizer's step (``bench.engine.step.apply_gradients``),
+        handed in so that this module does not import the step it replays."""
         from torch.nn.parallel import DistributedDataParallel
 
         if device.type != "cuda":
@@ -116,7 +118,7 @@ class GraphedStep:
         if isinstance(step_module, DistributedDataParallel):
             raise BenchError(PROCESSES)
         self.step_module, self.model, self.optimizer = step_module, model, optimizer
-        self.clip, self.zero_gradients = clip, zero_gradients
+        self.update = update
         self.graph: torch.cuda.CUDAGraph | None = None
         self.seen, self.repeats = None, 0  # the shapes of the last eager step, and its eager steps in a row
 
@@ -133,7 +135,7 @@ class GraphedStep:
         return loss, new_state, None
 
     def _update(self, loss: torch.Tensor) -> None:
-        apply_gradients(self.model, self.optimizer, loss, self.clip, None, self.zero_gradients)
+        self.update(loss)
 
     def _capture(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, None]:
         self.captured = _shapes(x, y, state)

@@ -78,7 +78,9 @@ def make_step(step_module: nn.Module, model: LanguageModel, optimizer: torch.opt
     if cuda_graphs:
         from bench.engine.cuda_graphs import GraphedStep
 
-        step = GraphedStep(step_module, model, optimizer, clip, device, scaler, zero_gradients)
+        step = GraphedStep(step_module, model, optimizer,
+                           lambda loss: apply_gradients(model, optimizer, loss, clip, None, zero_gradients), device,
+                           scaler)
     else:
         def step(x: torch.Tensor, y: torch.Tensor, state: State | None):
             loss, new_state = step_module(x, y, state)
