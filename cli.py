@@ -8,12 +8,27 @@ with a non-zero exit status, never a traceback (see :func:`main`).
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
-import typer
 
-from bench.commands import config, data, models, runs, study, tokenize
-from bench.errors import USER_ERRORS, file_system_error
+def _interrupted_while_starting(signum, frame):
+    print("interrupted", file=sys.stderr)
+    sys.exit(130)
+
+
+# Ctrl-C while the commands' modules are imported: a clean exit 130, as later, not a traceback
+_STARTING = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+if _STARTING:
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import typer  # noqa: E402
+
+from bench.commands import config, data, models, runs, study, tokenize  # noqa: E402
+from bench.errors import USER_ERRORS, file_system_error  # noqa: E402
+
+if _STARTING:  # imported: Ctrl-C is KeyboardInterrupt again, which main() turns into the same exit
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 app = typer.Typer(
     help="Compare language models fairly across tokenizations: corpora, tokenization schemes, "
@@ -109,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         if exc.exit_code == 130:  # Typer's form of Ctrl-C in some commands
             print("interrupted", file=sys.stderr)
         return exc.exit_code
+    if result == 130:  # Typer's form of Ctrl-C: KeyboardInterrupt returned as Exit(130)
+        print("interrupted", file=sys.stderr)
     return result if isinstance(result, int) else 0
 
 

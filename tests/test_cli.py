@@ -107,3 +107,23 @@ def test_speed_figures_are_shown_in_units_that_show_them():
     assert flops_rate(0.0031) == "3.1 GFLOP/s" and flops_rate(412.3) == "412 TFLOP/s"
     assert flops_rate(2e-7) == "0.2 MFLOP/s"  # never "0.00 TFLOP/s"
     assert duration(1.81) == "1.81 s" and duration(750) == "12.5 minutes" and duration(3 * 86400) == "3 days"
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2])
+def test_ctrl_c_while_the_command_starts_is_exit_130_without_a_traceback(repo, delay):
+    """Ctrl-C while cli.py imports the commands (a command's first fraction of a second) was a KeyboardInterrupt
+    traceback and death by SIGINT (exit -2), before main() could turn it into exit 130. The signal is sent once
+    Python itself is up (before that no program can catch it) and cli.py is about to run."""
+    import signal
+    import time
+
+    start = ("import runpy, sys; sys.argv = ['cli.py', 'speed', '--model', 'lstm', '--preset', 'tiny', '--steps', "
+             "'100000']; print('ready', file=sys.stderr, flush=True); runpy.run_path('cli.py', run_name='__main__')")
+    process = subprocess.Popen([sys.executable, "-c", start], cwd=repo, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert process.stderr.readline() == "ready\n"
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err and "interrupted" in err, (process.returncode, err)

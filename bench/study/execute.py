@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.ownership import claim_matrix_folder, record_matrix_owner
+from bench.run_files import CHECKPOINT
 from bench.study.config import MatrixConfig, register_corpora
 from bench.study.eta import MatrixClock, outcome_of
 from bench.study.grid import load_config
@@ -127,8 +128,13 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
             write_runs_table(outcome.chains, config, results, outcome.pretrained)
     except KeyboardInterrupt:
         write_runs_table(outcome.chains, config, results, outcome.pretrained)
-        print("the runs in progress saved a checkpoint and nothing new was started; run the same command again to "
-              "resume", file=sys.stderr)
+        stopped = [run for chain in outcome.chains for run in chain if run.status is RunStatus.INTERRUPTED]
+        saved = sum((run.run_dir / CHECKPOINT).is_file() for run in stopped)
+        # a run stopped before its first step has no checkpoint: it starts anew, and the line must not say otherwise
+        said = ("no run had begun" if not stopped else "the runs in progress saved a checkpoint"
+                if saved == len(stopped) else f"{saved} of the {len(stopped)} runs in progress saved a checkpoint "
+                                              f"(the others start anew)")
+        print(f"{said} and nothing new was started; run the same command again to resume", file=sys.stderr)
         raise
     if cluster is None:  # cluster jobs are collected by the next run-matrix instead
         wait_for_others([run for chain in outcome.chains for run in chain])
