@@ -257,7 +257,10 @@ def test_ctrl_c_during_training_is_one_line_and_resumable(data_dir, tmp_path, re
         assert process.poll() is None
         time.sleep(0.1)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    try:
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()  # a run that missed its Ctrl-C would otherwise train on after the suite
     # one line of error, after what preparing the data says when this test is the first to use the toy corpus
     lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("training ", "encoding "))]
     assert process.returncode == 130 and len(lines) == 1 and "Traceback" not in err, err
