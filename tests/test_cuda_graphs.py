@@ -28,7 +28,7 @@ def _graphed(monkeypatch, events: list[str]) -> GraphedStep:
 
     def eager(self, x, y, state):
         loss, new_state = self.step_module(x, y, state)
-        self._update(loss)
+        self.update(loss)
         return loss, new_state, None
 
     def capture(self, x, y, state):

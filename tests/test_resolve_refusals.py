@@ -158,7 +158,7 @@ def on_cuda(monkeypatch):
 
     import bench.engine.cuda_graphs
 
-    monkeypatch.setattr(bench.engine.cuda_graphs, "pick_device", lambda name: torch.device("cuda"))
+    monkeypatch.setattr(bench.engine.cuda_graphs, "device_here", lambda name: torch.device("cuda"))
 
 
 def test_cuda_graphs_are_refused_where_they_cannot_run_in_one_line():

@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import torch
 
-from bench.engine.device import pick_device
+from bench.engine.device import device_here
 from bench.engine.distributed import Ranks
 from bench.errors import BenchError
 from bench.models.common import State
@@ -64,9 +64,8 @@ def check_cuda_graphs(train, has_lstm: bool) -> None:
         raise BenchError(_float16())
     if Ranks.from_env().distributed:
         raise BenchError(PROCESSES)
-    try:
-        device = pick_device(train.device)
-    except BenchError:
+    device = device_here(train.device)
+    if device is None:
         return  # another machine's device: checked where the run executes
     if device.type != "cuda":
         raise BenchError(_not_cuda(device.type))
@@ -131,11 +130,8 @@ class GraphedStep:
         self.repeats = self.repeats + 1 if shapes == self.seen else 1
         self.seen = shapes
         loss, new_state = self.step_module(x, y, state)
-        self._update(loss)
-        return loss, new_state, None
-
-    def _update(self, loss: torch.Tensor) -> None:
         self.update(loss)
+        return loss, new_state, None
 
     def _capture(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, None]:
         self.captured = _shapes(x, y, state)
@@ -149,7 +145,7 @@ class GraphedStep:
         try:
             with torch.cuda.graph(self.graph):
                 loss, new_state = self.step_module(self.x, self.y, self.state)
-                self._update(loss)
+                self.update(loss)
                 for static, new in zip(_leaves(self.state), _leaves(new_state)):
                     static.copy_(new.detach())  # the next replay starts from the state after this one
                 self.loss = loss.detach()

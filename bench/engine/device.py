@@ -34,6 +34,17 @@ def pick_device(name: str = "auto", local_rank: int | None = None) -> torch.devi
     return device
 
 
+def device_here(name: str) -> torch.device | None:
+    """:func:`pick_device` at resolution: None for an accelerator this machine lacks (a run planned here for
+    another machine's GPU is checked where it runs); a name that is no device is refused."""
+    try:
+        return pick_device(name)
+    except BenchError:
+        if name.split(":")[0] in ("cuda", "mps"):
+            return None
+        raise
+
+
 def available_cores() -> int:
     """The CPU cores this process may run on."""
     try:

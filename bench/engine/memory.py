@@ -25,11 +25,11 @@ def device_memory(device_name: str) -> tuple[int, str] | None:
     planned here for a GPU elsewhere, say a cluster's, is checked where it runs)."""
     import torch
 
-    from bench.engine.device import pick_device
+    from bench.engine.device import device_here
 
-    if device_name.startswith("cuda") and not torch.cuda.is_available():
+    device = device_here(device_name)
+    if device is None:
         return None
-    device = pick_device(device_name)
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory, f"{torch.cuda.get_device_name(device)}'s"
     if device.type != "cpu":

@@ -96,13 +96,12 @@ def plan_precision(setting: str, lstm_setting: str, device: torch.device, model:
 def check_precision(setting: str, lstm_setting: str, device_name: str) -> None:
     """At resolution (before any folder is made): refuse a precision this machine cannot run, where the device is
     this machine's CPU."""
-    from bench.engine.device import pick_device
+    from bench.engine.device import device_here
 
     if lstm_setting != "autocast" or setting in ("auto", "float32"):
         return
-    try:
-        device = pick_device(device_name)
-    except BenchError:
+    device = device_here(device_name)
+    if device is None:
         return  # another machine's device: checked where the run executes
     plan_precision(setting, lstm_setting, device, nn.LSTM(1, 1))
 
