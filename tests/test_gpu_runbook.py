@@ -108,3 +108,22 @@ def test_the_diagnose_stage_trains_the_sharnn_cell_under_each_variant_and_tabula
     assert table.count("| 10 |") == 5 and "failed" not in (tmp_path / "out" / "diagnose.log").read_text()
     assert "cpu (float16 LSTMs emulated)" in table  # gpu-as-before on a CPU
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["diagnose.log", "diagnose.md"]
+
+
+@pytest.mark.mirror
+def test_the_lease_stage_runs_the_byte_study_diagnose_and_speed_in_one_call(tmp_path, mirror):
+    done = runbook("lease", tmp_path / "out", MIRROR=mirror, BENCH_DATA_DIR=tmp_path / "data",
+                   LEASE_RESULTS=tmp_path / "results", REFERENCE=tmp_path / "absent", CELLS=tmp_path / "cells")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "out"
+    assert "9 runs, 9 to train" in (out / "study.log").read_text()  # TINY plans the study only
+    table = (out / "diagnose.md").read_text()
+    assert [f"| {v} |" in table for v in ("gpu-as-before", "float16-scaled", "bf16-fp32-lstm")] == [True] * 3
+    rows = read_objects((out / "speed.jsonl").read_text())
+    assert [(r["model"], r["precision"].split(" ")[0].rstrip(","), r["compile"]) for r in rows] == [
+        ("sha-rnn", "float16", False), ("sha-rnn", "bfloat16", False), ("transformer", "bfloat16", False),
+        ("sha-rnn", "float16", True), ("sha-rnn", "bfloat16", False), ("lstm", "float16", False),
+        ("transformer", "bfloat16", True), ("sha-rnn", "float32", False)]
+    assert rows[4]["optimizer"] == "lamb loop" and (out / "speed.md").read_text().count("| tiny |") == 8
+    assert sorted(p.name for p in out.iterdir()) == ["diagnose.md", "logs.tgz", "speed.jsonl", "speed.md", "study.log"]
+    assert "lease done" in done.stdout

@@ -8,6 +8,8 @@
 #   scripts/gpu/runbook.sh speed  OUT   # bench speed: precisions, CUDA graphs, LAMB's loop and foreach, compiled, the
 #                                       # small presets, a batch sweep, the reference side by side; one table
 #   scripts/gpu/runbook.sh study  OUT   # configs/gpu-wikitext2.toml (resumes where it stopped), then its report
+#   scripts/gpu/runbook.sh lease  OUT   # what a 15-minute lease has room for, in one call: the byte study with three
+#                                       # diagnose variants and the CUDA-graph/LAMB tests beside it, then speed rows
 #
 # TINY=1 runs every stage at toy sizes on whatever device there is (the CPU dry run `make test` runs).
 # MIRROR: folder with wikitext-2/ (default .gpu/mirror, a copy of ../shared/data that travels to the GPU).
@@ -17,8 +19,8 @@
 # limit (default 120), also the reference side by side's: at most about 8.7 minutes in all.
 # DIAGNOSE_MINUTES: training minutes per diagnose variant (default 0.9); CELLS: where their runs go (default OUT.cells).
 set -euo pipefail
-STAGE=${1:?usage: runbook.sh prove|diagnose|speed|study OUT}
-OUT=${2:?usage: runbook.sh prove|diagnose|speed|study OUT}
+STAGE=${1:?usage: runbook.sh prove|diagnose|speed|study|lease OUT}
+OUT=${2:?usage: runbook.sh prove|diagnose|speed|study|lease OUT}
 PY=${PYTHON:-python3}
 TINY=${TINY:-0}
 MIRROR=${MIRROR:-.gpu/mirror}
@@ -175,10 +177,66 @@ study() {
   ls -la "$OUT"
 }
 
+# One call that ends by DEADLINE seconds (default 550; measured 424 s on an H200): phase 1 shares the GPU between the
+# byte study (configs/gpu-wikitext2-byte.toml), the diagnose variants that settle the precision (300 steps each)
+# and the CUDA-graph/LAMB tests, which measure learning and correctness, not speed; its report; then phase 2 measures
+# speed rows alone on the GPU, most wanted first, each at most 60 s, none started in the deadline's last 60 s.
+# At most 7 files come back (the results and the report as in the study stage).
+lease() {
+  local deadline=${DEADLINE:-550} logs="$OUT/logs" rows="$OUT/speed.jsonl" notes="$OUT/logs/speed.notes"
+  local config=${LEASE_CONFIG:-configs/gpu-wikitext2-byte.toml} results=${LEASE_RESULTS:-results/gpu-wikitext2-byte}
+  local preset=paper steps=20 diagnose=(--steps 300) study=(--jobs 6 --quiet) reference_args=()
+  speed_args=()
+  if [ "$TINY" = 1 ]; then
+    preset=tiny; steps=2; diagnose=(--steps 10 --tiny); study=(--dry-run); speed_args=(--set threads=1)
+    reference_args=(--batch-size 2 --bptt 32 --emsize 64 --nhid 256 --max-memory 100 --steps 2 --rounds 2)
+  fi
+  mkdir -p "$logs"; : > "$rows"
+  fetch_wikitext2 > "$logs/fetch.log" 2>&1
+  timeout --signal=TERM --kill-after=30 $(( deadline - SECONDS - 190 )) \
+    "$PY" cli.py run-matrix "$config" --results "$results" "${study[@]}" > "$OUT/study.log" 2>&1 &
+  local study_pid=$!
+  ( for variant in gpu-as-before float16-scaled bf16-fp32-lstm; do
+      timeout 150 "$PY" scripts/sharnn_plateau.py --out "${CELLS:-$OUT.cells}" run "$variant" "${diagnose[@]}" \
+        || echo "$variant: failed"
+    done
+    "$PY" scripts/sharnn_plateau.py --out "${CELLS:-$OUT.cells}" table > "$OUT/diagnose.md" ) > "$logs/diagnose.log" 2>&1 &
+  timeout 240 "$PY" -m pytest -q -p no:cacheprovider -rfEx tests/test_cuda.py -k "graph or lamb" \
+    > "$logs/pytest-graph-lamb.log" 2>&1 &
+  wait "$study_pid" || echo "the study stopped early (see study.log); the next call resumes it"
+  wait
+  echo "[$SECONDS s] phase 1 done"; tail -3 "$OUT/study.log"; cat "$OUT/diagnose.md"; tail -3 "$logs/pytest-graph-lamb.log"
+  if [ "$TINY" != 1 ]; then
+    timeout 90 "$PY" cli.py report "$results" --out "reports/$(basename "$results")" > "$logs/report.log" 2>&1 \
+      || echo "the report failed (see logs/report.log)"
+  fi
+  SPEED_SECONDS=$(( deadline - 60 )) MEASURE_SECONDS=${MEASURE_SECONDS:-60}
+  measure --model sha-rnn --preset "$preset" --set precision=float16
+  measure --model sha-rnn --preset "$preset" --set precision=bfloat16
+  if [ -f "$REFERENCE/model.py" ] && (( SECONDS < deadline - 100 )); then
+    timeout 90 "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" --out "$logs/reference.json" \
+      "${reference_args[@]}" > "$logs/reference.log" 2>&1 || echo "failed: the reference side by side" >> "$notes"
+  fi
+  measure --model transformer --preset "$preset" --set precision=bfloat16
+  measure --model sha-rnn --preset "$preset" --set precision=float16 --set compile=true
+  measure --model sha-rnn --preset "$preset" --set precision=bfloat16 --set lamb_impl=loop
+  measure --model lstm --preset "$preset" --set precision=float16
+  measure --model transformer --preset "$preset" --set precision=bfloat16 --set compile=true
+  measure --model sha-rnn --preset "$preset" --set precision=float32
+  local table_args=("$rows"); [ -f "$notes" ] && table_args+=(--notes "$notes")
+  [ -f "$logs/reference.json" ] && table_args+=(--reference "$logs/reference.json")
+  "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"; cat "$OUT/speed.md"
+  [ -d "$results" ] && tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/results.tgz" "$results"
+  [ -d "reports/$(basename "$results")" ] && tar -czf "$OUT/report.tgz" "reports/$(basename "$results")"
+  tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -r "$logs"
+  echo "[$SECONDS s] lease done"
+}
+
 case "$STAGE" in
   prove) prove ;;
   diagnose) diagnose ;;
   speed) speed ;;
   study) study ;;
-  *) echo "error: unknown stage $STAGE; stages: prove, diagnose, speed, study" >&2; exit 2 ;;
+  lease) lease ;;
+  *) echo "error: unknown stage $STAGE; stages: prove, diagnose, speed, study, lease" >&2; exit 2 ;;
 esac
