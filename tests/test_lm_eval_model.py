@@ -50,8 +50,8 @@ def lm_eval_scores(run, text, tmp_path) -> dict:
         f"    test: {tmp_path / 'doc.jsonl'}\ntest_split: test\noutput_type: loglikelihood_rolling\n"
         "doc_to_text: ''\ndoc_to_target: text\nmetric_list:\n  - metric: word_perplexity\n"
         "  - metric: byte_perplexity\n  - metric: bits_per_byte\n")
-    results = lm_eval.simple_evaluate(model=BenchLM(run=str(run), device="cpu"), tasks=["bench_plain_test"],
-                                      task_manager=TaskManager(include_path=str(tmp_path)))
+    results = lm_eval.simple_evaluate(model="bench", model_args=f"run={run},device=cpu", tasks=["bench_plain_test"],
+                                      task_manager=TaskManager(include_path=str(tmp_path)))  # registered by name
     return {k.split(",")[0]: v for k, v in results["results"]["bench_plain_test"].items()}
 
 
