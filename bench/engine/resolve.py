@@ -28,8 +28,9 @@ MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a bu
 # Training settings added after run ids were first published: in the run id only when set to another value than
 # their default, so that a run planned before keeps its id.
 ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after")
-# Where and how a run executes, not what it computes (the same numbers up to rounding): never in the run id.
-EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs")
+# Where and how a run executes or shows its curves, not what it computes (the same numbers up to rounding): never in
+# the run id.
+EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs", "log_to")
 
 
 @dataclass(frozen=True)
@@ -209,12 +210,14 @@ def _check_runtime(train: TrainConfig, net) -> None:
     """Settings that cannot act as written: too many threads for this machine, a precision or CUDA graphs where
     they cannot run, a floor for a decay that never happens (``net``: the model on the meta device)."""
     from bench.engine.cuda_graphs import check_cuda_graphs
+    from bench.engine.curves import check_log_to
     from bench.engine.device import check_threads
     from bench.engine.precision import check_precision, has_lstm
 
     check_threads(train.threads, "threads")
     check_precision(train.precision, train.lstm_precision, train.device)
     check_cuda_graphs(train, has_lstm(net))
+    check_log_to(train.log_to)
     if train.schedule == "constant" and train.min_lr_ratio > 0:
         raise BenchError(f"min_lr_ratio ({train.min_lr_ratio}) is where a linear or cosine decay ends, but schedule is "
                          f"constant; set schedule=linear or cosine, or leave min_lr_ratio out")
