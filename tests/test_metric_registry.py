@@ -72,3 +72,12 @@ def test_a_run_trained_with_a_declared_metric_writes_it_and_prints_it(toy_metric
     assert "nats_per_byte" in next(line for line in out.splitlines() if "bits_per_byte" in line)
     test = json.loads((tmp_path / "run" / "result.json").read_text())["metrics"]["test"]
     assert math.isclose(test["nats_per_byte"], test["total_nll_nats"] / test["n_bytes"], rel_tol=1e-12)
+
+
+def test_a_metric_declared_comparable_does_not_depend_on_the_token_count():
+    """What `comparable` promises, for every declared metric: the same total NLL of the same text under another
+    tokenization (another token count) gives the same number, and a metric that is not comparable changes."""
+    counts = {"n_bytes": 120, "n_chars": 100, "n_words": 20, "n_lines": 3}
+    few, many = (metrics.normalize_counts(150.0, n_tokens, **counts) for n_tokens in (30, 120))
+    for metric in metrics.METRICS.values():
+        assert (few[metric.key] == many[metric.key]) == metric.comparable, metric.key
