@@ -38,8 +38,6 @@ def train_command(
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
 ) -> None:
     """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
-    from dataclasses import asdict
-
     from bench.engine.device import use_threads
     from bench.engine.distributed import Ranks
     from bench.engine.run import train
@@ -63,7 +61,7 @@ def train_command(
           + (f"; first step {training.startup_seconds:.1f} s after the start" if training.startup_seconds else "")
           + (f"; compiling took {training.compile_seconds:.1f} s of the training time"
              if training.compile_seconds is not None else ""))
-    print_metrics(result.data.corpus, {split: asdict(m) for split, m in result.metrics.items()})
+    print_metrics(result.data.corpus, {split: m.to_json() for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     print(f"result: {Path(result.spec.out_dir) / RESULT}")
 
@@ -87,8 +85,6 @@ def eval_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
-    from dataclasses import asdict
-
     from bench.engine.device import check_threads, use_threads
     from bench.engine.inference import evaluate_checkpoint
 
@@ -124,7 +120,7 @@ def eval_command(
         return
     print(f"{report.model} / {report.tokenizer} on {report.corpus} {split}; layout {report.layout}; "
           f"data verified: {report.verified}")
-    print_metrics(report.corpus, {split: asdict(report.metrics)})
+    print_metrics(report.corpus, {split: report.metrics.to_json()})
     print_comparability(report.comparable, report.comparability_notes)
     if marginal_report is not None:
         m = marginal_report
@@ -287,7 +283,7 @@ def eval_hf_command(
     as_json: bool = typer.Option(False, "--json", help="Print result.json."),
 ) -> None:
     """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
-    from dataclasses import asdict, replace
+    from dataclasses import replace
 
     from bench.engine.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained, identify
 
@@ -308,7 +304,7 @@ def eval_hf_command(
         return
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {dataset} {split}; "
           f"windows {result.evaluation.layout}")
-    print_metrics(dataset, {split: asdict(m) for split, m in result.metrics.items()})
+    print_metrics(dataset, {split: m.to_json() for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     if result.evaluation.other_conventions:
         other = result.evaluation.other_conventions
