@@ -72,6 +72,12 @@ def is_pretrained(scheme: str) -> bool:
     return family in FAMILIES and FAMILIES[family].pretrained
 
 
+def lattice_forms() -> str:
+    """The schemes whose segmentations can be enumerated (``bench eval --marginal``): each token stands for the
+    same bytes wherever it occurs, a table of them (``_id_bytes``) that ``segmentations.piece_table`` reads."""
+    return ", ".join(cls.form() for cls in FAMILIES.values() if hasattr(cls, "_id_bytes"))
+
+
 # A scheme name read back from results was checked when its run was made: these read its family's traits without
 # parse_scheme's checks, and a family no longer registered has the traits of the base class.
 
