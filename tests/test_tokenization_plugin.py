@@ -4,10 +4,14 @@ if its vocabulary is closed, in the comparisons if it is lossless; no list of sc
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
 from bench.study import figures
+from bench.study.execute import Execution, run_matrix
+from bench.study.report import build_report
 from bench.study.figure_style import plt, tokenizer_order
 from bench.study.report_tables import closed_vocabulary_rows, paired_rows
 from tokenizers_study import FAMILIES, TokenizerError, parse_scheme, train_tokenizer
@@ -15,6 +19,41 @@ from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
 
 SIZES = (8, 16, 32)
 SHIPPED = ["byte", "bpe:512", "word-open:64"]
+MATRIX = """
+[matrix]
+name = "toy-scheme"
+match = "chars"
+
+[corpora.toy]
+train = "train.txt"
+valid = "valid.txt"
+test = "test.txt"
+
+[axes]
+model = ["lstm"]
+tokenizer = TOKENIZERS
+dataset = ["toy"]
+seed = [0]
+
+[budget]
+chars = 1_000
+
+[context]
+chars = 32
+
+[shared]
+preset = "tiny"
+stop_if_not_learning = false  # toy runs too short to leave their unigram floor: machinery, not learning
+batch_size = 4
+eval_every = 10
+eval_max_tokens = 300
+eval_streams = 4
+eval_chunk = 32
+
+[models.lstm]
+emsize = 16
+nhid = 8
+"""
 
 
 @pytest.fixture(params=["lossless", "closed"])
@@ -86,3 +125,28 @@ def test_the_report_puts_a_registered_scheme_where_its_traits_say(toy, make_text
     else:  # not swept: bytes (as BPE 256) and bpe:512 are too few sizes for a trend
         with pytest.raises(figures.NoData):
             figures.vocab_sweep_figure(done)
+
+
+@pytest.mark.slow
+def test_a_matrix_trains_a_registered_scheme_and_its_report_places_it(toy, tmp_path, make_text):
+    for i, split in enumerate(("train", "valid", "test")):
+        (tmp_path / f"{split}.txt").write_text(make_text(n_lines=150 if split == "train" else 25, seed=i))
+    toys = [f"{toy.family}:{n}" for n in SIZES]
+    (tmp_path / "toy.toml").write_text(MATRIX.replace("TOKENIZERS", json.dumps(["byte", *toys])))
+    outcome = run_matrix(tmp_path / "toy.toml", tmp_path / "results", data_dir=tmp_path / "data",
+                         execution=Execution(show_progress=False))
+    assert outcome.counts == {"done": 1 + len(toys)}
+    md = build_report(tmp_path / "results", tmp_path / "report").read_text()
+    assert f"tokenizations: {', '.join(toys)}, byte;" in md  # its sort rank
+    sweep = md.partition("## 2. Vocabulary sweep")[2].partition("## 3.")[0]
+    closed = md.partition("## 4. Closed vocabulary")[2].partition("## 5.")[0]
+    compared = md.partition("## Comparisons between tokenizations")[2].partition("## ")[0]
+    if toy.family == "toy-lossless":
+        assert "Figure 2 is left out" not in sweep and "2-vocabulary-sweep.svg" in sweep  # its sizes and bytes
+        assert "Figure 4 is left out: the matrix has no closed-vocabulary run" in closed
+        assert f"| {toys[0]} | byte |" in compared  # A and B: compared, first by its sort rank
+    else:
+        assert "Figure 2 is left out" in sweep
+        assert "4-closed-vocabulary.svg" in closed and "closed-vocabulary models (word:N or toy-closed:N)" in closed
+        assert all(f"| lstm | {name} |" in closed for name in toys)
+        assert toys[0] not in compared
