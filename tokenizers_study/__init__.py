@@ -8,18 +8,23 @@ True
 
 from tokenizers_study.base import SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
-from tokenizers_study.registry import (FAMILIES, SCHEME_FORMS, is_pretrained, load_tokenizer, parse_scheme,
-                                       tokenizer_from_bytes, train_tokenizer)
+from tokenizers_study.registry import (FAMILIES, is_closed_vocabulary, is_pretrained, lattice_forms, load_tokenizer,
+                                       parse_scheme, scheme_forms, scheme_sort_key, sweep_point, tokenizer_from_bytes,
+                                       train_tokenizer)
 
 __all__ = [
     "FAMILIES",
-    "SCHEME_FORMS",
     "SchemeSpec",
     "Tokenizer",
     "TokenizerError",
+    "is_closed_vocabulary",
     "is_pretrained",
+    "lattice_forms",
     "load_tokenizer",
     "parse_scheme",
+    "scheme_forms",
+    "scheme_sort_key",
+    "sweep_point",
     "tokenizer_from_bytes",
     "train_tokenizer",
 ]

@@ -64,7 +64,12 @@ class Tokenizer(ABC):
     family: ClassVar[str]
     min_size: ClassVar[int | None] = None  # None: the scheme takes no size
     min_size_why: ClassVar[str] = ""
-    lossless_scheme: ClassVar[bool] = True  # False where some texts cannot be recovered (word:N)
+    # What the report and the planner read of a scheme (never its name):
+    # False: a closed vocabulary, whose unknown words decode as <unk> (word:N); the report puts its runs in the
+    # closed-vocabulary table and figure
+    lossless_scheme: ClassVar[bool] = True
+    sort_rank: ClassVar[int] = 9  # where its runs come in tables, legends and colours (then by size): after ours
+    swept: ClassVar[bool] = False  # True: each size N is a point of the report's vocabulary sweep, a line per family
     library: ClassVar[str | None] = None  # the package that trains or runs it, if not this one
     pretrained: ClassVar[bool] = False  # True: loaded from a file (the scheme's path), never trained here
     # Characters the underlying library cannot take; they are encoded as byte tokens.
@@ -72,6 +77,18 @@ class Tokenizer(ABC):
 
     def __init__(self, spec: SchemeSpec):
         self.spec = spec
+
+    @classmethod
+    def form(cls) -> str:
+        """How the scheme is written, for help and errors: ``byte``, ``bpe:N``, ``hf:PATH``."""
+        if cls.pretrained:
+            return f"{cls.family}:PATH"
+        return cls.family if cls.min_size is None else f"{cls.family}:N"
+
+    @classmethod
+    def sweep_point(cls, spec: SchemeSpec) -> tuple[str, int] | None:
+        """Where a scheme's runs sit in the vocabulary sweep: (the line, the vocabulary size); None: not swept."""
+        return (cls.family, spec.size) if cls.swept and spec.size is not None else None
 
     # ---- training and state -------------------------------------------------
 

@@ -51,6 +51,8 @@ def split_lines(text: str) -> list[str]:
 
 class BPETokenizer(Tokenizer):
     family = "bpe"
+    sort_rank = 2
+    swept = True
     library = "tokenizers"
     min_size = 257
     min_size_why = "256 byte symbols plus <bos>"

@@ -5,11 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from tokenizers_study.base import SchemeSpec, Tokenizer
+from tokenizers_study.bpe import BPETokenizer
 from tokenizers_study.text import decode_bytes, text_bytes
 
 
 class ByteTokenizer(Tokenizer):
     family = "byte"
+    sort_rank = 0
+
+    @classmethod
+    def sweep_point(cls, spec: SchemeSpec) -> tuple[str, int]:
+        return BPETokenizer.family, 256  # bytes are byte-level BPE with no merges
 
     @classmethod
     def _train(cls, spec: SchemeSpec, text: str) -> "ByteTokenizer":

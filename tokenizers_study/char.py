@@ -27,6 +27,7 @@ def _is_surrogate(cp: int) -> bool:
 
 class CharTokenizer(Tokenizer):
     family = "char"
+    sort_rank = 1
 
     def __init__(self, spec: SchemeSpec, chars: np.ndarray):
         super().__init__(spec)

@@ -33,7 +33,11 @@ FAMILIES: Registry[type[Tokenizer]] = Registry("tokenization scheme", TokenizerE
         SentencePieceModelFile,
     )
 ])
-SCHEME_FORMS = ("byte", "char", "bpe:N", "sp-bpe:N", "sp-unigram:N", "word:N", "word-open:N", "hf:PATH", "spm:PATH")
+
+
+def scheme_forms() -> str:
+    """How each registered scheme is written, for help and errors: 'byte, char, bpe:N, ..., hf:PATH, spm:PATH'."""
+    return ", ".join(cls.form() for cls in FAMILIES.values())
 
 
 MOST_SIZE = 2**31 - 1
@@ -42,7 +46,7 @@ MOST_SIZE = 2**31 - 1
 def parse_scheme(name: str) -> SchemeSpec:
     family, _, size_text = name.strip().partition(":")
     if family not in FAMILIES:
-        raise TokenizerError(FAMILIES.unknown(family, known=", ".join(SCHEME_FORMS)))
+        raise TokenizerError(FAMILIES.unknown(family, known=scheme_forms()))
     cls = FAMILIES[family]
     if cls.pretrained:
         if not size_text:
@@ -66,6 +70,36 @@ def is_pretrained(scheme: str) -> bool:
     """Whether a scheme name names a tokenizer file (hf:PATH, spm:PATH) rather than a scheme trained here."""
     family = scheme.strip().partition(":")[0]
     return family in FAMILIES and FAMILIES[family].pretrained
+
+
+def lattice_forms() -> str:
+    """The schemes whose segmentations can be enumerated (``bench eval --marginal``): each token stands for the
+    same bytes wherever it occurs, a table of them (``_id_bytes``) that ``segmentations.piece_table`` reads."""
+    return ", ".join(cls.form() for cls in FAMILIES.values() if hasattr(cls, "_id_bytes"))
+
+
+# A scheme name read back from results was checked when its run was made: these read its family's traits without
+# parse_scheme's checks, and a family no longer registered has the traits of the base class.
+
+def scheme_sort_key(name: str) -> tuple:
+    """Where a scheme's runs come in tables, legends and colours: its family's sort rank, then its size."""
+    family, _, size = name.partition(":")
+    rank = FAMILIES[family].sort_rank if family in FAMILIES else Tokenizer.sort_rank
+    return rank, int(size) if size.isdigit() else 0, name
+
+
+def is_closed_vocabulary(name: str) -> bool:
+    """Whether the scheme decodes words outside its vocabulary as <unk> (word:N)."""
+    family = name.strip().partition(":")[0]
+    return family in FAMILIES and not FAMILIES[family].lossless_scheme
+
+
+def sweep_point(name: str) -> tuple[str, int] | None:
+    """Where the scheme's runs sit in the vocabulary sweep, (line, vocabulary size); None: not swept."""
+    family, _, size = name.strip().partition(":")
+    if family not in FAMILIES or FAMILIES[family].pretrained:
+        return None
+    return FAMILIES[family].sweep_point(SchemeSpec(family, int(size) if size.isdigit() else None))
 
 
 def train_tokenizer(scheme: str | SchemeSpec, text: str) -> Tokenizer:

@@ -25,11 +25,13 @@ from tokenizers_study.text import text_bytes
 
 def piece_table(tokenizer: Tokenizer) -> dict[bytes, list[int]]:
     """Bytes -> the ids of every token that stands for them (specials left out)."""
+    from tokenizers_study.registry import lattice_forms
+
     table = getattr(tokenizer, "_id_bytes", None)
     if table is None:
         raise TokenizerError(f"{tokenizer.spec.name} has no context-free tokens: its segmentations cannot be "
-                             f"enumerated (bpe:N, sp-bpe:N and sp-unigram:N can; bytes have one segmentation, so "
-                             f"a byte model's marginal is its canonical likelihood)")
+                             f"enumerated ({lattice_forms()} can; bytes have one segmentation, so a byte model's "
+                             f"marginal is its canonical likelihood)")
     pieces: dict[bytes, list[int]] = {}
     for token_id, data in enumerate(table):
         if data:

@@ -46,6 +46,7 @@ class _SentencePieceTokenizer(Tokenizer):
     model_type: str
     min_size = 300
     min_size_why = "256 byte pieces, <unk>, <bos> and some learned pieces"
+    swept = True
     escape_pattern = re.compile(r"[\udc80-\udcff\u2581]+")
 
     def __init__(self, spec: SchemeSpec, model_proto: bytes, sample: dict | None = None):
@@ -166,9 +167,11 @@ class _SentencePieceTokenizer(Tokenizer):
 
 class SentencePieceBPETokenizer(_SentencePieceTokenizer):
     family = "sp-bpe"
+    sort_rank = 3
     model_type = "bpe"
 
 
 class SentencePieceUnigramTokenizer(_SentencePieceTokenizer):
     family = "sp-unigram"
+    sort_rank = 4
     model_type = "unigram"

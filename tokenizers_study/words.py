@@ -237,6 +237,7 @@ class _WordTokenizer(Tokenizer):
 
 class WordTokenizer(_WordTokenizer):
     family = "word"
+    sort_rank = 6
     min_size = 1
     min_size_why = "at least one word"
     open_vocabulary = False
@@ -279,6 +280,7 @@ class WordTokenizer(_WordTokenizer):
 
 class OpenWordTokenizer(_WordTokenizer):
     family = "word-open"
+    sort_rank = 5
     min_size = 1
     min_size_why = "at least one word"
     open_vocabulary = True

@@ -9,13 +9,14 @@ from typing import Optional
 import typer
 
 from bench.errors import BenchError
+from tokenizers_study import scheme_forms
 
 DATA_DIR_HELP = "Data folder (default: $BENCH_DATA_DIR or ./data)."
 MODEL_HELP = "Model: sha-rnn, lstm or transformer."
 PRESET_HELP = "Preset: tiny (seconds on CPU), small (minutes on CPU) or paper (GPU)."
 SET_HELP = ("KEY=VALUE: override any model or training field of the preset (e.g. --set attention=all, "
             "--set max_steps=500, --set lr=1e-3). Repeatable; a key given twice takes its last value.")
-TOKENIZER_HELP = "Tokenization scheme, e.g. byte, bpe:4096, word-open:33278, hf:PATH, spm:PATH."
+TOKENIZER_HELP = f"Tokenization scheme: {scheme_forms()} (N: the vocabulary size; PATH: a pretrained tokenizer)."
 
 
 def data_dir_option() -> Optional[Path]:

@@ -17,6 +17,7 @@ from bench.errors import BenchError
 from bench.fileio import json_text, require_folder
 from bench.ownership import claim_output_file, owner_of
 from bench.text_tables import duration, flops_rate
+from tokenizers_study import lattice_forms
 
 
 MOST_SAMPLED = 100_000  # tokens one `bench sample` generates: hours of forward passes on a CPU beyond
@@ -77,7 +78,7 @@ def eval_command(
                                                      "(nats) to this .npy file."),
     marginal: Optional[int] = typer.Option(None, "--marginal", min=1, help="K: also estimate the likelihood summed over "
                                            "all segmentations, with K sampled segmentations per line "
-                                           "(bpe:N, sp-bpe:N, sp-unigram:N; bytes have one segmentation only)."),
+                                           f"({lattice_forms()}; bytes have one segmentation only)."),
     marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", min=1, help="Lines drawn at random for "
                                                  "--marginal (default: every line)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $OMP_NUM_THREADS, else "

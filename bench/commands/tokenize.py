@@ -10,6 +10,7 @@ import typer
 
 from bench.commands.common import data_dir_option, each_once, echo_err, split_list, split_schemes
 from bench.errors import BenchError
+from tokenizers_study import scheme_forms
 
 app = typer.Typer(help="Tokenization schemes: train them and measure how they cut a corpus.", no_args_is_help=True,
                   rich_markup_mode=None)
@@ -19,9 +20,8 @@ app = typer.Typer(help="Tokenization schemes: train them and measure how they cu
 def tokenize_stats(
     dataset: str = typer.Option(..., "--dataset", help="Corpus name (fetched into the data folder)."),
     schemes: str = typer.Option("byte,char,bpe:4096,sp-unigram:4096,word:33278,word-open:33278", "--schemes",
-                                help="Comma-separated schemes: byte, char, bpe:N, sp-bpe:N, sp-unigram:N, "
-                                "word:N, word-open:N; pretrained hf:PATH (tokenizer.json or its folder), "
-                                "spm:PATH (.model)."),
+                                help=f"Comma-separated schemes: {scheme_forms()} (N: the vocabulary size; "
+                                "PATH: a pretrained tokenizer's file, or the folder of a tokenizer.json)."),
     splits: str = typer.Option("train,valid,test", "--splits", help="Comma-separated splits to measure."),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of records instead of a table."),

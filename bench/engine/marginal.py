@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from bench.engine.precision import Precision
 from bench.models.common import LanguageModel, State, select_state
-from tokenizers_study import Tokenizer
+from tokenizers_study import Tokenizer, lattice_forms
 from tokenizers_study.errors import TokenizerError
 from tokenizers_study.segmentations import Lattice, piece_table
 from tokenizers_study.text import text_bytes
@@ -101,8 +101,8 @@ def score_lines(model: LanguageModel, tokenizer: Tokenizer, text: str, chosen: s
             except TokenizerError:
                 raise TokenizerError(f"line {index + 1} ({line[:40]!r}...) has no segmentation into the tokens of "
                                      f"{tokenizer.spec.name}: its tokens do not spell the raw text (a normalising "
-                                     f"tokenizer such as WordPiece); --marginal needs a lossless one (bpe:N, "
-                                     f"sp-bpe:N, sp-unigram:N, a byte-level hf: BPE)") from None
+                                     f"tokenizer such as WordPiece); --marginal needs a lossless one "
+                                     f"({lattice_forms()}, a pretrained one if byte-level)") from None
             draw_log_p, _ = sequence_log_p(model, state, last, [ids for ids, _ in draws], segment, device, precision)
             estimates.append(estimate_line(canonical, float(log_p[0]), draws, draw_log_p))
             n_bytes += len(text_bytes(line))

@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from bench.errors import BenchError  # noqa: E402
 from bench.metrics import METRICS  # noqa: E402
 from bench.study.uncertainty import seed_interval  # noqa: E402
+from tokenizers_study import scheme_sort_key as tokenizer_order  # noqa: E402  (each scheme's class ranks it)
 
 MARKERS = {"sha-rnn": "o", "lstm": "s", "transformer": "^"}
 LINESTYLES = {"sha-rnn": "-", "lstm": "--", "transformer": "-."}
@@ -55,12 +56,6 @@ def metric_named(name: str) -> FigureMetric:
         choices = " or ".join(f"{m.name} ({m.label})" for m in FIGURE_METRICS.values())
         raise BenchError(f"--metric {name!r}: give {choices}")
     return FIGURE_METRICS[name]
-
-
-def tokenizer_order(name: str):
-    family, _, size = name.partition(":")
-    order = {"byte": 0, "char": 1, "bpe": 2, "sp-bpe": 3, "sp-unigram": 4, "word-open": 5, "word": 6}
-    return (order.get(family, 9), int(size) if size.isdigit() else 0, name)
 
 
 @dataclass(frozen=True)

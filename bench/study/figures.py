@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from bench.metrics import METRICS
 from bench.study.figure_style import (LINESTYLES, MARKERS, FigureStyle, NoData, errors_of, group_title, legend,
                                      log_axis, plt, save, seed_means, style_for, text_groups, tokenizer_order)
+from tokenizers_study import is_closed_vocabulary, sweep_point
 
 __all__ = ["FigureStyle", "NoData", "attack_figure", "closed_vocabulary_figure", "compute_figure",
            "learning_curves_figure", "matching_figure", "save", "teacher_forcing_figure", "vocab_sweep_figure"]
@@ -89,26 +90,21 @@ def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Fi
     matching rule; a grey line per model and family through points in each tokenization's colour."""
     style = style_for(df, style)
     metric = style.metric.test()
-    sizes = df[df["tokenizer"].str.contains(r"^(?:bpe|sp-bpe|sp-unigram):", regex=True)].copy()
-    if not sizes.empty and (df["tokenizer"] == "byte").any():
-        # Bytes are byte-level BPE with no merges: the sweep's 256 point (drawn in the byte colour).
-        sizes = pd.concat([sizes, df[df["tokenizer"] == "byte"].assign(tokenizer="bpe:256", colour_of="byte")])
-    if sizes.empty or sizes["tokenizer"].nunique() < 3:  # a line through two points is not a trend
+    points = df["tokenizer"].map(sweep_point)  # (line, size) as each scheme's class places it; bytes: BPE 256
+    sizes = df[points.notna()].assign(family=points.dropna().str[0], size=points.dropna().str[1].astype(int))
+    if sizes[["family", "size"]].drop_duplicates().shape[0] < 3:  # a line through two points is not a trend
         raise NoData("the matrix has fewer than three byte-level BPE vocabulary sizes (bytes count as 256; "
                      "configs/attack.toml sweeps 512 to 32k); the main table compares the sizes it has")
-    sizes["colour_of"] = sizes.get("colour_of", pd.Series(index=sizes.index, dtype=object)).fillna(sizes["tokenizer"])
-    sizes["family"] = sizes["tokenizer"].str.split(":").str[0]
-    sizes["size"] = sizes["tokenizer"].str.split(":").str[1].astype(int)
     groups = text_groups(sizes)
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 3.8 * len(groups)), squeeze=False)
     for (left, right), (key, group) in zip(axes, groups):
         cells = seed_means(group, [metric, "test_token_perplexity"], log=("test_token_perplexity",),
-                           by=("model", "family", "size", "colour_of")).sort_values("size")
+                           by=("model", "family", "size", "tokenizer")).sort_values("size")
         for (model, family), line in cells.groupby(["model", "family"], sort=True):
             for ax, column in ((left, metric), (right, "test_token_perplexity")):
                 ax.plot(line["size"], line[column], color="0.55", ls=LINESTYLES.get(model, ":"), lw=1,
                         label=f"{model} {family}")
-                _points(ax, line.assign(tokenizer=line["colour_of"]), "size", column, style)
+                _points(ax, line, "size", column, style)
         for ax in (left, right):
             ax.set_xscale("log", base=2)
             ax.set_xticks(sorted(cells["size"].unique()), [f"{v:,}" for v in sorted(cells["size"].unique())])
@@ -163,9 +159,9 @@ def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[tuple[str, str],
 def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict], style: FigureStyle | None = None) -> Figure:
     """Word perplexity of closed-vocabulary word models beside open-vocabulary models on the same text: one
     panel per dataset, each on its closed runs' matching rule; a bar per model and tokenization (seed mean)."""
-    closed = df[df["tokenizer"].str.startswith("word:")]
+    closed = df[df["tokenizer"].map(is_closed_vocabulary)]
     if closed.empty:
-        raise NoData("the matrix has no closed-vocabulary (word:N) run")
+        raise NoData("the matrix has no closed-vocabulary run")
     style = style_for(df, style)
     keys = sorted({(r.dataset, r.match) for r in closed.itertuples()})
     fig, axes = plt.subplots(len(keys), 1, figsize=(10, 3.8 * len(keys)), squeeze=False)
@@ -176,7 +172,7 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict], style: Figu
                                   if s.name == "tokenizer" else s)
         xs = np.arange(len(cells))
         for x, (_, c) in zip(xs, cells.iterrows()):
-            is_closed = c["tokenizer"].startswith("word:")
+            is_closed = is_closed_vocabulary(c["tokenizer"])
             color = style.colors[c["tokenizer"]]
             ax.bar(x, c["test_word_perplexity"], color=color, hatch="//" if is_closed else None,
                    edgecolor="black" if is_closed else color, alpha=0.85,

@@ -33,6 +33,7 @@ from bench.study.report_tables import (TEXT_INTERVAL, closed_vocabulary_rows, ma
                                        matching_rows, paired_rows, power_line, pretrained_rows)
 from bench.study.run_status import RunStatus
 from bench.study.runs_table import finished_runs, read_runs_table
+from tokenizers_study import FAMILIES
 
 
 @dataclass
@@ -222,16 +223,20 @@ def _word_sections(doc: ReportPage, study: Study, out: Path, profiles: dict, unk
     _figure(doc, lambda: figures.closed_vocabulary_figure(study.done, unk, style), out, "4-closed-vocabulary",
             "Test word perplexity of every run on the text and matching rule of the closed-vocabulary runs "
             "(one panel each), a bar per model and tokenization (the mean over seeds, with the 95% interval over seeds "
-            "as a bar where there are two or more); hatched bars are closed-vocabulary word models (word:N), "
+            f"as a bar where there are two or more); hatched bars are closed-vocabulary models ({_closed_forms()}), "
             "labelled with the share of their loss that falls on <unk>.")
     rows = closed_vocabulary_rows(study.done, unk)
     if not rows:  # the figure's line says why
         return
     doc.table(rows, list(rows[0]))
-    doc.para("**The closed-vocabulary numbers are not comparable.** A word:N model predicts `<unk>` in place of "
-             "every word outside its vocabulary, so it never pays for spelling those words; its word perplexity is "
-             "the cost of a different, easier text. Only the open-vocabulary runs (word-open:N spells unknown "
-             "words in bytes) and the subword and byte runs are scored on the real text.")
+    doc.para(f"**The closed-vocabulary numbers are not comparable.** A {_closed_forms()} model predicts `<unk>` in "
+             "place of every word outside its vocabulary, so it never pays for spelling those words; its word "
+             "perplexity is the cost of a different, easier text. Only the runs of lossless schemes (an open "
+             "vocabulary spells unknown words, in bytes) are scored on the real text.")
+
+
+def _closed_forms() -> str:
+    return " or ".join(cls.form() for cls in FAMILIES.values() if not cls.lossless_scheme)
 
 
 def _training_sections(doc: ReportPage, study: Study, out: Path, style: FigureStyle) -> None:

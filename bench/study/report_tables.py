@@ -15,6 +15,7 @@ from bench.study.analysis import FinishedRun
 from bench.study.convergence import last_doubling, trend_cell
 from bench.study.figures import tokenizer_order
 from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval, seeds_needed
+from tokenizers_study import is_closed_vocabulary
 
 
 TEXT_INTERVAL = f"{METRICS['bits_per_byte'].label}, text 95%"  # the main table's column of the text's interval
@@ -145,10 +146,10 @@ def interval_text(comparison: Comparison) -> str:
 
 
 def closed_vocabulary_rows(done: pd.DataFrame, unk: dict) -> list[dict]:
-    """Each closed-vocabulary (word:N) run beside the best open-vocabulary run on the same text."""
+    """Each closed-vocabulary run (its scheme's class says so) beside the best open-vocabulary run on the same
+    text."""
     rows = []
-    for _, r in done[done["tokenizer"].str.startswith("word:")].iterrows():
-        n = r["tokenizer"].split(":")[1]
+    for _, r in done[done["tokenizer"].map(is_closed_vocabulary)].iterrows():
         same_text = done[(done["model"] == r["model"]) & (done["dataset"] == r["dataset"]) &
                          (done["match"] == r["match"]) & (done["seed"] == r["seed"]) & done["lossless_bool"]]
         best_open = same_text.loc[same_text["test_word_perplexity"].idxmin()] if not same_text.empty else None
@@ -158,7 +159,7 @@ def closed_vocabulary_rows(done: pd.DataFrame, unk: dict) -> list[dict]:
                      "<unk> share of NLL": share.get("unk_nll_share"),
                      "best open-vocabulary run": None if best_open is None else best_open["tokenizer"],
                      "its word ppl": None if best_open is None else best_open["test_word_perplexity"],
-                     "words lost": f"word:{n} decodes OOV words as <unk>"})
+                     "words lost": f"{r['tokenizer']} decodes OOV words as <unk>"})
     return rows
 
 
