@@ -5,6 +5,9 @@ BIN    := $(VENV)/bin
 BASE   := $(VENV)/.installed-base
 STAMP  := $(VENV)/.installed
 TORCH_VERSION ?= 2.13.0
+# Where there is a GPU: the torch the GPU sessions ran (2.11.0+cu130, results/reference/speed-h200.md); its wheel
+# pins its CUDA libraries exactly.
+TORCH_CUDA_VERSION ?= 2.11.0
 # The corpus mirror used when there is no internet (CI and these machines have one beside the checkout).
 MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
 
@@ -12,26 +15,31 @@ MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
 
 setup: $(STAMP)
 
-# torch first, so that the rest resolves against it: the CPU build where there is no GPU. The demo needs only
-# the package; the tests also need the dev extra (transformers and lm_eval for the pretrained-model tests).
-$(BASE): pyproject.toml
+# torch first, so that the rest resolves against it: the CPU build where there is no GPU. Then the exact versions
+# of requirements/ (the lock), and this package without resolving anything more. The demo needs only base.txt;
+# the tests also dev.txt (transformers, lm_eval, tensorboard and pytest).
+$(BASE): pyproject.toml requirements/base.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
-		$(BIN)/pip install -q torch; \
+		$(BIN)/pip install -q torch==$(TORCH_CUDA_VERSION); \
 	else \
 		$(BIN)/pip install -q torch==$(TORCH_VERSION); \
 	fi
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -r requirements/base.txt
+	$(BIN)/pip install -q --no-deps -e .
 	touch $(BASE)
 
-$(STAMP): $(BASE)
-	$(BIN)/pip install -q -e '.[dev]'
+$(STAMP): $(BASE) requirements/dev.txt
+	$(BIN)/pip install -q -r requirements/dev.txt
 	touch $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-demo: $(BASE)
+# The demo says how long its set-up took (nothing when the environment was there) and how long its own work.
+demo:
+	@start=$$(date +%s); $(MAKE) --no-print-directory $(BASE); \
+		echo "set-up: $$(( $$(date +%s) - start )) s"
 	./scripts/demo.sh "$(BIN)" "$(MIRROR)"
 
 # The GPU runbook, one stage at a time: make gpu STAGE=prove|diagnose|speed|study OUT=gpu-out (scripts/gpu/README.md).

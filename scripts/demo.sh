@@ -15,8 +15,10 @@ if [ -d "$MIRROR" ]; then
 else
   FETCH=()  # download the official archive
 fi
+start=$(date +%s)
 "$BIN/bench" data fetch wikitext-2 "${FETCH[@]}"
 # Two runs at a time where there are two cores or more (one thread each).
 JOBS=$(( $(nproc 2>/dev/null || echo 1) >= 2 ? 2 : 1 ))
 "$BIN/bench" run-matrix configs/quick.toml --jobs "$JOBS"
 "$BIN/bench" report results/quick
+echo "demo work (after set-up): $(( $(date +%s) - start )) s"
