@@ -406,7 +406,7 @@ CASES = [
     ("another matrix into results that lost owner.json and matrix.toml", ["run-matrix", "{renamed_matrix}",
                                                                          "--dry-run", "--data-dir", "{data}",
                                                                          "--results", "{ownerless}"],
-     "runs.csv records its sha256"),
+     "cell.json record its sha256"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
