@@ -99,7 +99,8 @@ def compare_runs(a: Path, b: Path) -> Compared:
 
 
 def _describe(result) -> str:
-    return f"{result.spec.model}, {result.tokenizer.scheme}, {result.spec.dataset}, seed {result.spec.seed}"
+    seed = f", seed {result.spec.seed}" if result.spec is not None else ""  # a pretrained model has none
+    return f"{result.model.name}, {result.tokenizer.scheme}, {result.data.corpus}{seed}"
 
 
 def _test_text(run) -> str:
@@ -163,7 +164,7 @@ def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: lis
             unscored.append(name)
             continue
         key = tuple("" if pd.isna(run.row[k]) else run.row[k] for k in keys)
-        cell, seed = cells.setdefault(key, {}), run.result.spec.seed
+        cell, seed = cells.setdefault(key, {}), run.result.spec.seed if run.result.spec is not None else None
         if seed in cell:  # an axis of this side's matrix that the other lacks
             raise BenchError(f"{path}: {cell[seed].run_dir.name} and {name} are both seed {seed} of cell "
                              f"{dict(zip(keys, key))}; compare the results of matrices with the same axes")

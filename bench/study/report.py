@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.engine.result import TRAINED
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.metrics import BITS_PER_BYTE_CORPORA
@@ -27,7 +28,6 @@ from bench.study.rendering import ReportPage
 from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
-from bench.study.pretrained import PRETRAINED
 from bench.study.report_appendix import definitions_section, provenance_section
 from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
                                        power_line, pretrained_rows)
@@ -67,7 +67,8 @@ def load_study(results_dir: Path) -> Study:
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
     done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
     done["flags"] = [run_flags(r) for _, r in done.iterrows()]
-    pretrained, done = done[done["match"] == PRETRAINED], done[done["match"] != PRETRAINED].copy()
+    trained = done["run_dir"].map(lambda run_dir: runs_table.runs[run_dir].result.kind == TRAINED)
+    pretrained, done = done[~trained], done[trained].copy()
     if done.empty:
         raise BenchError(f"{results_dir}: no trained run has finished yet (the report compares trained runs; "
                          f"pretrained models are shown beside them); run `bench run-matrix` first")
