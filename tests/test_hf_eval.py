@@ -119,10 +119,11 @@ def test_a_pretrained_result_is_its_own_kind_with_no_training_spec(tiny_gpt2, da
     assert (source["model_dir"], source["dataset"], source["split"]) == (str(tiny_gpt2), "toy", "test")
     result = RunResult.read(out / "result.json")
     assert result.kind == "pretrained" and result.spec is None and result.pretrained.out_dir == str(out)
+    sentinel_spec = {"model": f"hf:{tiny_gpt2.name}", "preset": "pretrained", "tokenizer": f"hf:{tiny_gpt2}",
+                     "dataset": "toy", "seed": 0, "overrides": {"split": "test", **written["evaluation"]["layout"]},
+                     "data_dir": str(data_dir), "out_dir": str(out)}
     version_2 = {**{k: v for k, v in written.items() if k not in ("kind", "pretrained")}, "schema_version": 2,
-                 "spec": {"model": f"hf:{tiny_gpt2.name}", "preset": "pretrained", "tokenizer": f"hf:{tiny_gpt2}",
-                          "dataset": "toy", "seed": 0, "overrides": {"split": "test", **written["evaluation"]["layout"]},
-                          "data_dir": str(data_dir), "out_dir": str(out)},
+                 "spec": sentinel_spec,
                  "resolved": {"model": {"model_dir": source["model_dir"], "model_type": source["model_type"],
                                         "weights_sha256": source["weights_sha256"]}, "train": {}}}
     (out / "result.json").write_text(json.dumps(version_2))

@@ -44,8 +44,8 @@ def compare_paths(a: Path, b: Path) -> Compared:
         return compare_runs(a, b)
     if kinds == {"results"}:
         return compare_results(a, b)
-    raise BenchError(f"give two run folders (with result.json) or two results folders (with run folders of a matrix); {a} is a "
-                     f"{_kind(a)} and {b} a {_kind(b)}")
+    raise BenchError(f"give two run folders (with result.json) or two results folders (a matrix's run folders); "
+                     f"{a} is a {_kind(a)} and {b} a {_kind(b)}")
 
 
 def _kind(path: Path) -> str:

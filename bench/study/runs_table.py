@@ -77,7 +77,7 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     found = _folder_rows(results_dir)
     if not found:
         raise BenchError(f"{results_dir} holds no run of a matrix (no run folder with {CELL}); run `bench run-matrix "
-                         f"CONFIG` first (or give its results folder)")
+                         f"CONFIG` (again, for results of an earlier version), or give its results folder")
     places: dict[tuple, str] = {}
     for row in found:
         place = (json.dumps(row["cell"], sort_keys=True), row["phase"])
