@@ -7,19 +7,11 @@ total NLL of a lossless tokenization is the model's code length for the text,
 so dividing it by a property of the *text* gives numbers that compare across
 tokenizations. Dividing by the number of *tokens* does not.
 
-With :math:`L` the total NLL in nats and the counts taken on the scored text:
-
-====================== ==============================================================
-``bits_per_byte``      :math:`L / (\ln 2 \cdot n_\text{bytes})`, bytes of the UTF-8 text
-``bits_per_char``      :math:`L / (\ln 2 \cdot n_\text{chars})`, Unicode code points
-``token_perplexity``   :math:`\exp(L / n_\text{tokens})`: depends on the tokenization
-``word_perplexity``    :math:`\exp(L / n_\text{words})`, ``n_words = len(text.split())``
-``word_perplexity_eos`` :math:`\exp(L / (n_\text{words} + n_\text{lines}))`, one extra
-                       unit per newline: the AWD-LSTM/WikiText convention behind
-                       published word-level perplexities (WikiText's ``<eos>``)
-====================== ==============================================================
-
-so that ``word_perplexity == 2 ** (bits_per_char * n_chars / n_words)`` and
+Each metric is one entry of :data:`METRICS`: its key, its column label, its unit, its formula over the total NLL
+and the counts, whether it compares across tokenizations and its definition. The result schema, the report's
+tables and definitions, ``bench compare``, the CLI's tables, the exports and the figures' axes are drawn from it,
+so a metric is added there and nowhere else. Two identities hold:
+``word_perplexity == 2 ** (bits_per_char * n_chars / n_words)`` and
 ``bits_per_byte * n_bytes == bits_per_char * n_chars``.
 
 Counting conventions:
@@ -41,13 +33,89 @@ words are counted, the whole split is scored as one stream with state carried
 across it, and there is no detokenization.
 """
 
+
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 from tokenizers_study.text import text_counts
 
 LN2 = math.log(2.0)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What every metric is computed from: the total NLL (nats) of the scored tokens and the text's counts."""
+
+    nll: float
+    tokens: int
+    bytes: int
+    chars: int
+    words: int
+    lines: int
+
+    def per(self, units: int) -> float:
+        """Nats per unit; ``nan`` where there are no units (a text with no words, say)."""
+        return self.nll / units if units else math.nan
+
+    def bits_per(self, units: int) -> float:
+        return self.per(units) / LN2
+
+    def perplexity_per(self, units: int) -> float:
+        nats = self.per(units)
+        if math.isnan(nats):
+            return math.nan
+        try:
+            return math.exp(nats)
+        except OverflowError:  # beyond a float (x > 709.78): a perplexity too large to write, not an error
+            return math.inf
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One number of a scored split, declared once: every table, export, definition and axis is drawn from here."""
+
+    key: str  # its name in result.json, log.jsonl, runs.csv (``<split>_<key>``) and the CLI's tables
+    label: str  # its column in the report's tables and bench compare
+    unit: str  # the value in words, for figure axes and prose
+    formula: Callable[[Counts], float]
+    comparable: bool  # across tokenizations: normalized by a property of the text, not by its tokens
+    definition: str  # the report's definition, after "<label> = "
+    perplexity: bool = False  # the exp of a mean loss: averaged over seeds as its log (perplexity of the mean loss)
+    shown: bool = True  # a column of the report, bench compare and the CLI's tables (else only in the files)
+
+
+# In the order result.json and runs.csv write them; tables show the comparable ones first.
+METRICS: dict[str, Metric] = {metric.key: metric for metric in (
+    Metric("bits_per_byte", "bits/byte", "bits per byte", lambda c: c.bits_per(c.bytes), True,
+           "L / (ln 2 · UTF-8 bytes of the text)"),
+    Metric("bits_per_char", "bits/char", "bits per character", lambda c: c.bits_per(c.chars), True,
+           "L / (ln 2 · Unicode code points)"),
+    Metric("bits_per_token", "bits/token", "bits per token", lambda c: c.bits_per(c.tokens), False,
+           "L / (ln 2 · tokens)", shown=False),
+    Metric("token_perplexity", "token ppl", "per-token perplexity", lambda c: c.perplexity_per(c.tokens), False,
+           "exp(L / tokens): depends on what a token is", perplexity=True),
+    Metric("word_perplexity", "word ppl", "word perplexity", lambda c: c.perplexity_per(c.words), True,
+           "exp(L / words), words = `len(text.split())` (lm-evaluation-harness's word unit)", perplexity=True),
+    Metric("word_perplexity_eos", "word ppl (eos)", "word perplexity (eos)",
+           lambda c: c.perplexity_per(c.words + c.lines), True,
+           "exp(L / (words + newlines)), one extra unit per newline: the AWD-LSTM/WikiText convention of published "
+           "word-level perplexities (WikiText's `<eos>`)", perplexity=True),
+    Metric("tokens_per_byte", "tokens/byte", "tokens per byte", lambda c: c.tokens / c.bytes if c.bytes else math.nan,
+           False, "tokens / UTF-8 bytes of the text", shown=False),
+)}
+
+
+def shown_metrics() -> list[Metric]:
+    """The metrics tables show, the comparable ones first (each group in declaration order)."""
+    return sorted((m for m in METRICS.values() if m.shown), key=lambda m: not m.comparable)
+
+
+def compare_label(metric: Metric) -> str:
+    """A metric's label where numbers are set side by side: one that does not compare says so."""
+    return metric.label if metric.comparable else f"{metric.label} (NOT comparable)"
 
 
 def normalize(total_nll_nats: float, text: str, n_tokens: int) -> dict:
@@ -63,34 +131,17 @@ def normalize(total_nll_nats: float, text: str, n_tokens: int) -> dict:
 
 def normalize_counts(total_nll_nats: float, n_tokens: int, n_bytes: int, n_chars: int, n_words: int,
                      n_lines: int) -> dict:
-    """:func:`normalize` when the text's counts are already known."""
-
-    def per(units: int) -> float:
-        return total_nll_nats / units if units else math.nan
-
-    def exp(x: float) -> float:
-        if math.isnan(x):
-            return math.nan
-        try:
-            return math.exp(x)
-        except OverflowError:  # beyond a float (x > 709.78): a perplexity too large to write, not an error
-            return math.inf
-
+    """:func:`normalize` when the text's counts are already known: the counts, then every metric of METRICS."""
+    counts = Counts(float(total_nll_nats), int(n_tokens), n_bytes, n_chars, n_words, n_lines)
     return {
-        "total_nll_nats": float(total_nll_nats),
-        "total_nll_bits": float(total_nll_nats) / LN2,
-        "n_tokens": int(n_tokens),
+        "total_nll_nats": counts.nll,
+        "total_nll_bits": counts.nll / LN2,
+        "n_tokens": counts.tokens,
         "n_bytes": n_bytes,
         "n_chars": n_chars,
         "n_words": n_words,
         "n_lines": n_lines,
-        "bits_per_byte": per(n_bytes) / LN2,
-        "bits_per_char": per(n_chars) / LN2,
-        "bits_per_token": per(n_tokens) / LN2,
-        "token_perplexity": exp(per(n_tokens)),
-        "word_perplexity": exp(per(n_words)),
-        "word_perplexity_eos": exp(per(n_words + n_lines)),
-        "tokens_per_byte": n_tokens / n_bytes if n_bytes else math.nan,
+        **{key: metric.formula(counts) for key, metric in METRICS.items()},
     }
 
 

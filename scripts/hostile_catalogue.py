@@ -57,8 +57,6 @@ EXTRA = [(f"dump onto the run's own {name}", f"eval {{run}} --dump-token-losses 
      "max_steps=4 --tokenizer hf:{huge.json}", "needs at least"),  # the tiny preset's evaluation: 8,192 tokens
     ("report of a matrix with hf: relative to its config, a space in it", "report {hf-results} --out {new}",
      WORKS + "report"),
-    ("submitit-local on a machine without a GPU",
-     "run-matrix {matrix} --launcher submitit-local --dry-run --data-dir {data} --results {new}", WORKS),
     ("a report whose results folder moved", "report {moved-results} --out {moved-report}", "which does not exist"),
     ("results whose config moved and changed",
      "run-matrix {sandbox}/moved.toml --dry-run --data-dir {data} --results {moving-results}", "which does not exist"),

@@ -89,11 +89,11 @@ def split_schemes(text: str) -> tuple[str, ...]:
 
 def metrics_table(metrics: dict[str, dict]) -> str:
     """Split metrics (JSON form) as a terminal table."""
+    from bench.metrics import shown_metrics
     from bench.text_tables import text_table
 
     rows = [{"split": split, **values} for split, values in metrics.items()]
-    columns = ["split", "bits_per_byte", "bits_per_char", "word_perplexity", "word_perplexity_eos",
-               "token_perplexity", "n_tokens", "n_bytes", "lossless"]
+    columns = ["split", *(m.key for m in shown_metrics()), "n_tokens", "n_bytes", "lossless"]
     return text_table(rows, columns)
 
 

@@ -48,8 +48,10 @@ def config_fields(
 def config_tables() -> None:
     """The tables of a matrix config (TOML) and the keys each takes; the fields of [shared], [models.<model>] and
     [tokenizers."<scheme>"] are those of `bench config fields`."""
-    from bench.study import config
+    from bench.study.config import CONFIG_TABLES
 
-    layout = config.__doc__.split("Layout::", 1)[1].split("\n\n")[1]
-    print(layout.rstrip())
+    width = max(len(heading) for heading, _ in CONFIG_TABLES.values()) + 2
+    for heading, keys in CONFIG_TABLES.values():
+        lines = keys.split("\n")
+        print(f"{heading:<{width}}{lines[0]}" + "".join(f"\n{'':<{width}}{line}" for line in lines[1:]))
     print('\nA minimal config, in the README ("Write your own study"); configs/*.toml are complete examples.')

@@ -38,8 +38,6 @@ def train_command(
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
 ) -> None:
     """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
-    from dataclasses import asdict
-
     from bench.engine.device import use_threads
     from bench.engine.distributed import Ranks
     from bench.engine.run import train
@@ -63,7 +61,7 @@ def train_command(
           + (f"; first step {training.startup_seconds:.1f} s after the start" if training.startup_seconds else "")
           + (f"; compiling took {training.compile_seconds:.1f} s of the training time"
              if training.compile_seconds is not None else ""))
-    print_metrics(result.data.corpus, {split: asdict(m) for split, m in result.metrics.items()})
+    print_metrics(result.data.corpus, {split: m.to_json() for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     print(f"result: {Path(result.spec.out_dir) / RESULT}")
 
@@ -72,29 +70,24 @@ def eval_command(
     checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
     split: str = typer.Option("test", "--split", help="train, valid or test."),
     data_dir: Optional[Path] = data_dir_option(),
-    streams: Optional[int] = typer.Option(None, "--streams", help="Parallel evaluation streams (default: the "
+    streams: Optional[int] = typer.Option(None, "--streams", min=1, help="Parallel evaluation streams (default: the "
                                           "run's eval_streams)."),
-    chunk: Optional[int] = typer.Option(None, "--chunk", help="Tokens per forward pass; the Transformer's stride."),
+    chunk: Optional[int] = typer.Option(None, "--chunk", min=1, help="Tokens per forward pass; the Transformer's stride."),
     dump_token_losses: Optional[Path] = typer.Option(None, "--dump-token-losses", help="Save each token's NLL "
                                                      "(nats) to this .npy file."),
-    marginal: Optional[int] = typer.Option(None, "--marginal", help="K: also estimate the likelihood summed over "
+    marginal: Optional[int] = typer.Option(None, "--marginal", min=1, help="K: also estimate the likelihood summed over "
                                            "all segmentations, with K sampled segmentations per line "
                                            "(bpe:N, sp-bpe:N, sp-unigram:N; bytes have one segmentation only)."),
-    marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", help="Lines drawn at random for "
+    marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", min=1, help="Lines drawn at random for "
                                                  "--marginal (default: every line)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $OMP_NUM_THREADS, else "
                                           "the cores).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
-    from dataclasses import asdict
-
     from bench.engine.device import check_threads, use_threads
     from bench.engine.inference import evaluate_checkpoint
 
-    for option, value in (("--streams", streams), ("--chunk", chunk)):
-        if value is not None and value < 1:
-            raise BenchError(f"{option} must be at least 1, not {value}")
     check_threads(threads)
     check_split(split)
     run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
@@ -102,9 +95,6 @@ def eval_command(
     own = _own_folder(checkpoint_path, run_folder) if writes else None  # the evaluated run's own folder
     if dump_token_losses is not None:
         claim_output_file(dump_token_losses, "--dump-token-losses", own_folder=own)
-    for option, value in (("--marginal", marginal), ("--marginal-lines", marginal_lines)):
-        if value is not None and value < 1:
-            raise BenchError(f"{option} must be at least 1, not {value}")
     if marginal_lines is not None and marginal is None:
         raise BenchError("--marginal-lines chooses the lines of --marginal K; give --marginal too")
     if marginal == 1:  # one draw per line has no spread: its Monte Carlo error would read as exactly 0
@@ -130,7 +120,7 @@ def eval_command(
         return
     print(f"{report.model} / {report.tokenizer} on {report.corpus} {split}; layout {report.layout}; "
           f"data verified: {report.verified}")
-    print_metrics(report.corpus, {split: asdict(report.metrics)})
+    print_metrics(report.corpus, {split: report.metrics.to_json()})
     print_comparability(report.comparable, report.comparability_notes)
     if marginal_report is not None:
         m = marginal_report
@@ -198,17 +188,15 @@ MIN_TEMPERATURE = 1e-4
 def sample_command(
     checkpoint_path: Path = typer.Argument(..., metavar="CHECKPOINT", help="A .pt checkpoint or a run folder."),
     prompt: str = typer.Option("", "--prompt", help="Text to continue."),
-    tokens: int = typer.Option(200, "--tokens", help="Tokens to generate."),
+    tokens: int = typer.Option(200, "--tokens", min=1, help="Tokens to generate."),
     temperature: float = typer.Option(1.0, "--temperature", help="Softmax temperature."),
-    top_k: int = typer.Option(0, "--top-k", help="Sample among the k most likely tokens (0: all)."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Sample among the k most likely tokens (0: all)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
 ) -> None:
     """Generate text from a trained model."""
     from bench.engine.inference import printable, sample
     from bench.engine.spec import check_seed
 
-    if tokens < 1:
-        raise BenchError(f"--tokens must be at least 1, not {tokens}")
     if tokens > MOST_SAMPLED:
         raise BenchError(f"--tokens {tokens:,} is beyond {MOST_SAMPLED:,} (one forward pass per token, all kept in "
                          f"memory); sample at most that many, or several times with other --seed values")
@@ -218,8 +206,6 @@ def sample_command(
         raise BenchError(f"--temperature {temperature:g} is too small to sample with; use at least "
                          f"{MIN_TEMPERATURE:g}, or --top-k 1 for greedy decoding")
     check_seed(seed, "--seed")
-    if top_k < 0:
-        raise BenchError(f"--top-k must be 0 (all tokens) or more, not {top_k}")
     prompt_text, continuation = sample(checkpoint_path, prompt, tokens, temperature, top_k, seed)
     print(printable(prompt_text + continuation))
 
@@ -230,8 +216,8 @@ def speed_command(
     tokenizer: Optional[str] = sizing_tokenizer_option(),
     dataset: Optional[str] = sizing_dataset_option(),
     vocab_size: Optional[int] = vocab_size_option(),
-    steps: int = typer.Option(20, "--steps", help="Timed steps, after the untimed warm-up steps."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", help="Untimed steps first (default: enough for the "
+    steps: int = typer.Option(20, "--steps", min=1, help="Timed steps, after the untimed warm-up steps."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Untimed steps first (default: enough for the "
                                          "SHA-RNN's memory to fill, at least 3); their time is shown apart."),
     peak_tflops: Optional[float] = typer.Option(None, "--peak-tflops", help="The device's dense bf16 peak for "
                                                 "MFU (default: the data sheet's, for known GPUs)."),
@@ -244,10 +230,6 @@ def speed_command(
     from bench.engine.spec import RunSpec
     from bench.engine.speed import measure_speed
 
-    if steps < 1:
-        raise BenchError("--steps must be at least 1")
-    if warmup is not None and warmup < 0:
-        raise BenchError("--warmup must be 0 or more")
     if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
         raise BenchError(f"--peak-tflops must be a positive finite number, not {peak_tflops}")
     facts = facts_for_sizing(vocab_size, tokenizer, dataset, data_dir)
@@ -301,7 +283,7 @@ def eval_hf_command(
     as_json: bool = typer.Option(False, "--json", help="Print result.json."),
 ) -> None:
     """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
-    from dataclasses import asdict, replace
+    from dataclasses import replace
 
     from bench.engine.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained, identify
 
@@ -322,7 +304,7 @@ def eval_hf_command(
         return
     print(f"{result.model.name} ({result.model.params_total:,} parameters) on {dataset} {split}; "
           f"windows {result.evaluation.layout}")
-    print_metrics(dataset, {split: asdict(m) for split, m in result.metrics.items()})
+    print_metrics(dataset, {split: m.to_json() for split, m in result.metrics.items()})
     print_comparability(result.comparable, result.comparability_notes)
     if result.evaluation.other_conventions:
         other = result.evaluation.other_conventions

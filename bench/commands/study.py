@@ -28,11 +28,11 @@ def run_matrix_command(
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
     launcher: str = typer.Option("local", "--launcher", help="local: processes of this machine (--jobs); slurm: "
-                                 "a Slurm job array through submitit; submitit-local: the same jobs run here."),
+                                 "a Slurm job array through submitit."),
     partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
-    gpus_per_run: Optional[int] = typer.Option(None, "--gpus-per-run", help="GPUs of each job (default 1; 0 for "
-                                               "submitit-local on a machine without a GPU; more "
-                                               "than 1: one run on that many processes, DistributedDataParallel).",
+    gpus_per_run: Optional[int] = typer.Option(None, "--gpus-per-run", help="GPUs of each job (default 1; 0: a "
+                                               "CPU job; more than 1: one run on that many processes, "
+                                               "DistributedDataParallel).",
                                                show_default=False),
     time_limit: Optional[int] = typer.Option(None, "--time-limit", help="Minutes per job (default 240); a job "
                                              "whose time is up checkpoints and is requeued.", show_default=False),
@@ -43,7 +43,7 @@ def run_matrix_command(
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
     from bench.study.execute import Execution, run_matrix
-    from bench.study.launch import ClusterSettings
+    from bench.study.launch import LAUNCHERS, ClusterSettings
     from bench.study.run_status import RunStatus
     from bench.text_tables import text_table
 
@@ -51,18 +51,21 @@ def run_matrix_command(
         raise BenchError("run-matrix under torchrun would run the whole matrix in every process; it spreads its "
                          "runs itself (--jobs N here, --launcher slurm --gpus-per-run N on a cluster); under "
                          "torchrun, run one run: torchrun --nproc-per-node N cli.py train ...")
+    if launcher not in LAUNCHERS:
+        instead = "; --jobs N runs a matrix in processes of this machine" if launcher == "submitit-local" else ""
+        raise BenchError(f"unknown launcher {launcher!r}; launchers: {', '.join(LAUNCHERS)}{instead}")
     cluster_only = {"--partition": partition, "--gpus-per-run": gpus_per_run, "--time-limit": time_limit,
                     "--max-parallel": max_parallel, "--wait": wait or None}
     if launcher == "local" and (given := [k for k, v in cluster_only.items() if v is not None]):
         raise BenchError(f"{', '.join(given)} set(s) cluster jobs, but --launcher is local (this machine's "
-                         f"processes, --jobs); add --launcher slurm or submitit-local, or leave them out")
+                         f"processes, --jobs); add --launcher slurm, or leave them out")
     if launcher != "local" and jobs != 1:
         raise BenchError(f"--jobs runs processes here, but --launcher {launcher} runs cluster jobs (--max-parallel "
                          f"caps how many run at once); leave --jobs out")
     given = dict(partition=partition, gpus_per_run=gpus_per_run, time_limit_min=time_limit, max_parallel=max_parallel,
                  threads=threads)
     cluster = None if launcher == "local" else ClusterSettings(
-        launcher, wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
+        wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     execution = Execution(jobs=jobs, threads=threads, retry_failed=retry_failed, show_progress=not quiet,
                           cluster=cluster)
     outcome = run_matrix(config, results, data_dir, execution, dry_run=dry_run)

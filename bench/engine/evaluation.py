@@ -62,6 +62,7 @@ class EvalResult:
     seconds: float
     layout: EvalLayout
     token_nll: np.ndarray | None = None  # per-token NLL (nats), in text order, when asked for
+    token_greedy: np.ndarray | None = None  # per token, whether it was the model's most likely one, when asked for
 
     @property
     def mean_nll(self) -> float:
@@ -111,8 +112,9 @@ class Scorer:
 
     @torch.no_grad()
     def score(self, ids: np.ndarray, keep_token_nll: bool = False, max_tokens: int | None = None,
-              label: str = "") -> EvalResult:
-        """Total NLL of ``ids`` (the first ``max_tokens`` of them if given)."""
+              label: str = "", keep_greedy: bool = False) -> EvalResult:
+        """Total NLL of ``ids`` (the first ``max_tokens`` of them if given); with ``keep_token_nll`` each token's,
+        with ``keep_greedy`` whether each was the most likely token (lm-eval's is_greedy)."""
         model, layout, ranks, device = self.model, self.layout, self.ranks, self.device
         ids = np.asarray(ids[:max_tokens] if max_tokens else ids, dtype=np.int64)
         n = len(ids)
@@ -130,6 +132,7 @@ class Scorer:
         inputs_t = torch.from_numpy(inputs).to(device)
         targets_t = torch.from_numpy(targets).to(device)
         token_nll = np.zeros((len(bounds), longest), dtype=np.float32) if keep_token_nll else None
+        greedy = np.zeros((len(bounds), longest), dtype=bool) if keep_greedy else None
         total = torch.zeros((), dtype=torch.float64, device=device)
         scored = torch.zeros((), dtype=torch.int64, device=device)  # counted where scored: a skipped token shows
         state = None
@@ -146,10 +149,8 @@ class Scorer:
             scored += (y != -100).sum()
             if token_nll is not None:
                 token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
-        per_token = None
-        if token_nll is not None:
-            mine = [token_nll[row, :b - a] for row, (a, b) in enumerate(bounds)]
-            per_token = np.concatenate(sum(ranks.gather_objects(mine), []) or [np.zeros(0, dtype=np.float32)])
+            if greedy is not None:
+                greedy[:, t:t + layout.chunk] = (logits.argmax(-1) == y).cpu().numpy()
         model.train(was_training)
         total, scored = ranks.sum(total), int(ranks.sum(scored).item())
         if scored != n:
@@ -158,7 +159,15 @@ class Scorer:
         seconds = time.perf_counter() - start_time
         if progress is not None and not progress.isatty():
             print(f"evaluated {label}: {n:,} tokens in {seconds:,.1f} s", file=progress, flush=True)
-        return EvalResult(float(total.item()), scored, seconds, used, per_token)
+        return EvalResult(float(total.item()), scored, seconds, used, self._in_text_order(token_nll, bounds),
+                          self._in_text_order(greedy, bounds))
+
+    def _in_text_order(self, per_stream: np.ndarray | None, bounds: list[tuple[int, int]]) -> np.ndarray | None:
+        """Per-token values of every process's streams, concatenated in text order."""
+        if per_stream is None:
+            return None
+        mine = [per_stream[row, :b - a] for row, (a, b) in enumerate(bounds)]
+        return np.concatenate(sum(self.ranks.gather_objects(mine), []) or [np.zeros(0, dtype=per_stream.dtype)])
 
 
 def _chunks(longest: int, chunk: int, n: int, streams: int, progress: TextIO | None, label: str):

@@ -28,8 +28,22 @@ MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a bu
 # Training settings added after run ids were first published: in the run id only when set to another value than
 # their default, so that a run planned before keeps its id.
 ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after")
-# Where and how a run executes, not what it computes (the same numbers up to rounding): never in the run id.
-EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs")
+# Where and how a run executes or shows its curves, not what it computes (the same numbers up to rounding): never in
+# the run id.
+EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs", "log_to")
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """What the resolved model costs, from one build on the meta device: parameters, FLOPs per token (forward, and
+    forward plus backward at the training segment) and the training budget in tokens (None where the data's facts
+    cannot give it, e.g. a budget in epochs without the train split's size)."""
+
+    params_total: int
+    params_non_embedding: int
+    flops_per_token_forward: float
+    flops_per_token_train: float
+    planned_tokens: float | None
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,14 @@ class ResolvedRun:
     @property
     def budget(self) -> Budget:
         return Budget.of(self.train)
+
+    def size(self) -> ModelSize:
+        """The model's size and planned tokens: measured at resolution, or once here for a configuration read back
+        from JSON."""
+        if "_size" not in self.__dict__:
+            object.__setattr__(self, "_size", _model_size(_meta_model(self.spec.model, self.model), self.train,
+                                                          self.data))
+        return self.__dict__["_size"]
 
     def run_id(self) -> str:
         """A hash of everything that determines the run's result: the resolved spec and the data's identity
@@ -77,7 +99,9 @@ class ResolvedRun:
         if set(changes) - allowed:
             raise ValueError(f"only {allowed} can change without resolving again")
         moved = dataclasses.replace(self, spec=dataclasses.replace(self.spec, **changes))
-        object.__setattr__(moved, "_run_id", self.run_id())  # the same run: its id is not computed again
+        object.__setattr__(moved, "_run_id", self.run_id())  # the same run: its id and size are not computed again
+        if "_size" in self.__dict__:
+            object.__setattr__(moved, "_size", self.__dict__["_size"])
         return moved
 
     def to_json(self) -> dict:
@@ -115,8 +139,11 @@ def resolve(spec: RunSpec, facts: DataFacts) -> ResolvedRun:
     _check_layout(model, train, facts)
     net = _meta_model(spec.model, model)
     _check_runtime(train, net)
-    _check_budget_size(net, model, train, facts)
-    return ResolvedRun(spec, model, train, facts)
+    size = _model_size(net, train, facts)
+    _check_budget_size(size, model, train)
+    resolved = ResolvedRun(spec, model, train, facts)
+    object.__setattr__(resolved, "_size", size)
+    return resolved
 
 
 def _meta_model(model_name: str, model_config):
@@ -151,17 +178,24 @@ def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfi
     return train
 
 
-def _check_budget_size(net, model_config, train: TrainConfig, facts: DataFacts) -> None:
+def _model_size(net, train: TrainConfig, facts: DataFacts) -> ModelSize:
+    """``net``: the model on the meta device."""
+    flops_per_token = net.train_flops_per_token(train.bptt)
+    epoch = epoch_tokens(facts.train_tokens, train.batch_size) if facts.train_tokens else None
+    tokens = Budget.of(train).planned_tokens(facts.chars_per_token, epoch, mean_step_tokens(train), flops_per_token)
+    return ModelSize(net.num_params(), net.non_embedding_params(), net.flops_per_token(train.bptt), flops_per_token,
+                     tokens)
+
+
+def _check_budget_size(size: ModelSize, model_config, train: TrainConfig) -> None:
     """A budget that allows less than one optimizer step, or more than :data:`MOST_STEPS` (a typo such as
-    ``flops = 1e30``), is refused, as is a run beyond its device's memory (``net``: the model on the meta device)."""
+    ``flops = 1e30``), is refused, as is a run beyond its device's memory."""
     from bench.engine.memory import check_memory
 
-    flops_per_token = net.train_flops_per_token(train.bptt)
     step = mean_step_tokens(train)
     eval_tokens = max(train.eval_streams, train.final_eval_streams or 0) * (train.eval_chunk or train.bptt)
-    check_memory(net.num_params(), model_config.vocab_size, round(step), eval_tokens, train.device)
-    epoch = epoch_tokens(facts.train_tokens, train.batch_size) if facts.train_tokens else None
-    tokens = Budget.of(train).planned_tokens(facts.chars_per_token, epoch, step, flops_per_token)
+    check_memory(size.params_total, model_config.vocab_size, round(step), eval_tokens, train.device)
+    tokens = size.planned_tokens
     if tokens is None:
         return
     if tokens < step:
@@ -176,12 +210,14 @@ def _check_runtime(train: TrainConfig, net) -> None:
     """Settings that cannot act as written: too many threads for this machine, a precision or CUDA graphs where
     they cannot run, a floor for a decay that never happens (``net``: the model on the meta device)."""
     from bench.engine.cuda_graphs import check_cuda_graphs
+    from bench.engine.curves import check_log_to
     from bench.engine.device import check_threads
     from bench.engine.precision import check_precision, has_lstm
 
     check_threads(train.threads, "threads")
     check_precision(train.precision, train.lstm_precision, train.device)
     check_cuda_graphs(train, has_lstm(net))
+    check_log_to(train.log_to)
     if train.schedule == "constant" and train.min_lr_ratio > 0:
         raise BenchError(f"min_lr_ratio ({train.min_lr_ratio}) is where a linear or cosine decay ends, but schedule is "
                          f"constant; set schedule=linear or cosine, or leave min_lr_ratio out")

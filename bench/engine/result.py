@@ -15,7 +15,9 @@ these dataclasses. Layout of ``result.json`` (schema version 3)::
                   and its valid bits/char, FLOPs, CPU threads, precision {setting, ran, observed dtypes per module
                   family, loss scale, skipped steps}, warnings
     evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window, precision}, what was scored
-    metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless
+    metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless; read
+                  back, the metrics are computed from the total NLL and counts (a metric declared since the file
+                  was written is there too) and any the file holds must agree with them
     comparable, comparability_notes
     provenance    git commit and dirty flag, library versions, device, machine, start, finish, wall seconds
 
@@ -30,7 +32,7 @@ import json
 import math
 import types
 import typing
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -114,44 +116,55 @@ class EvaluationSummary:
     other_conventions: Optional[dict[str, Any]] = None  # the same model scored as another harness scores it
 
 
+COUNTS = ("n_bytes", "n_chars", "n_words", "n_lines")  # the text's, beside the total NLL and the tokens
+
+
 @dataclass
 class SplitMetrics:
-    """Every comparable number of one split (bench.metrics.normalize) and how it was computed."""
+    """One scored split: its total NLL and the text's counts, and every metric of bench.metrics.METRICS computed
+    from them (attributes by key, not fields: a result written before a metric was declared has it all the same)."""
 
     total_nll_nats: float
-    total_nll_bits: float
     n_tokens: int
     n_bytes: int
     n_chars: int
     n_words: int
     n_lines: int
-    bits_per_byte: float
-    bits_per_char: float
-    bits_per_token: float
-    token_perplexity: float
-    word_perplexity: float
-    word_perplexity_eos: float
-    tokens_per_byte: float
     eval_seconds: float
     eval_chars_per_second: float
     lossless: bool
+
+    def __post_init__(self) -> None:
+        given = {f.name for f in fields(self)}
+        self.__dict__.update({k: v for k, v in self.numbers().items() if k not in given})
 
     @classmethod
     def score(cls, total_nll_nats: float, n_tokens: int, counts: dict[str, int], seconds: float,
               lossless: bool) -> "SplitMetrics":
         """The metrics of a split scored in ``seconds`` with this total NLL; ``counts`` are the text's."""
-        return cls(**normalize_counts(total_nll_nats, n_tokens, **counts), eval_seconds=seconds,
+        return cls(total_nll_nats, n_tokens, **counts, eval_seconds=seconds,
                    eval_chars_per_second=counts["n_chars"] / max(seconds, 1e-9), lossless=lossless)
 
-    def disagreement(self) -> str | None:
-        """What in these numbers their own total NLL and counts do not give (a file edited or damaged), or None."""
+    def numbers(self) -> dict:
+        """The total NLL, the counts and every metric (bench.metrics.normalize_counts)."""
+        return normalize_counts(self.total_nll_nats, self.n_tokens, **{name: getattr(self, name) for name in COUNTS})
+
+    def to_json(self) -> dict:
+        """The numbers, then how the split was scored."""
+        return {**self.numbers(), "eval_seconds": self.eval_seconds,
+                "eval_chars_per_second": self.eval_chars_per_second, "lossless": self.lossless}
+
+    def disagreement(self, written: dict) -> str | None:
+        """What of the numbers ``written`` for this split its own total NLL and counts do not give (a file edited
+        or damaged), or None. A metric the file lacks is not a disagreement: it is computed from the counts."""
         if not math.isfinite(self.total_nll_nats) or self.total_nll_nats < 0:
             return f"total_nll_nats is {self.total_nll_nats}, not a finite non-negative number"
         if min(self.n_tokens, self.n_bytes, self.n_chars) <= 0:  # a scored split has text
             return f"it counts {self.n_tokens} tokens, {self.n_bytes} bytes and {self.n_chars} characters"
-        counts = {name: getattr(self, name) for name in ("n_bytes", "n_chars", "n_words", "n_lines")}
-        for name, want in normalize_counts(self.total_nll_nats, self.n_tokens, **counts).items():
-            have = getattr(self, name)
+        for name, want in self.numbers().items():
+            if name not in written:
+                continue
+            have = _build(float, written[name])
             if not (math.isnan(want) and math.isnan(have) or math.isclose(have, want, rel_tol=1e-9)):
                 return f"{name} is {have} where its total NLL and counts give {want}"
         return None
@@ -226,9 +239,10 @@ class RunResult:
     def read(cls, path: str | Path) -> "RunResult":
         """A result.json; a file that cannot be read as one is a one-line error naming it."""
         try:
-            result = cls.from_json(json.loads(Path(path).read_text()))
+            data = json.loads(Path(path).read_text())
+            result = cls.from_json(data)
             for split, metrics in result.metrics.items():  # the numbers every table and figure is drawn from
-                if problem := metrics.disagreement():
+                if problem := metrics.disagreement(data["metrics"][split]):
                     raise ValueError(f"{split} {problem}: the file was edited or damaged")
             return result
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -257,7 +271,7 @@ class RunResult:
         row.update(eval_streams=layout.get("streams"), eval_chunk=layout.get("chunk"), eval_window=layout.get("window"),
                    eval_precision=layout.get("precision", "float32"))
         for split, metrics in self.metrics.items():
-            row.update({f"{split}_{k}": v for k, v in asdict(metrics).items() if k != "eval_seconds"})
+            row.update({f"{split}_{k}": v for k, v in metrics.to_json().items() if k != "eval_seconds"})
         row.update(git_commit=prov.git["commit"], git_dirty=prov.git["dirty"], device=prov.device["type"],
                    device_name=prov.device.get("name", ""), torch=prov.device.get("torch", ""),
                    started_at=prov.started_at, finished_at=prov.finished_at, wall_seconds=prov.wall_seconds)
@@ -282,6 +296,8 @@ def _version_2_kind(data: dict) -> dict:
 
 def _plain(value: Any) -> Any:
     """A dataclass tree as JSON data."""
+    if isinstance(value, SplitMetrics):  # its metrics are attributes, not fields
+        return value.to_json()
     if is_dataclass(value):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if isinstance(value, dict):

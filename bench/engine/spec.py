@@ -69,6 +69,8 @@ class TrainConfig:
         None, "tokens per evaluation forward pass (default bptt); Transformer: stride", POSITIVE)
     checkpoint_every: int = bookkeeping(100, "steps between checkpoints (resume starts from the last)", AT_LEAST_1)
     log_every: int = bookkeeping(10, "steps between training-loss lines in log.jsonl", AT_LEAST_1)
+    log_to: Literal["none", "tensorboard"] = bookkeeping(
+        "none", "also write the curves of log.jsonl as TensorBoard event files in the run folder (bench.engine.curves)")
     dump_token_losses: bool = bookkeeping(
         False, "save each evaluated token's NLL (token_nll.<split>.npy in the run folder)")
     init_from: Optional[str] = bookkeeping(

@@ -27,6 +27,7 @@ from bench.engine.budget import Usage, mean_step_tokens
 from bench.engine.device import configure, pick_device
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import Scorer, run_layout
+from bench.engine.curves import Curves, curves_for
 from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.learning import (STARTED_BELOW, TrainingNotLearning, ZeroGradients, clearly_below,
                                    unigram_log_probs, unigram_nll)
@@ -95,6 +96,7 @@ class Trainer:
         self.window = TrainingWindow(self.ranks)  # the steps' losses, on the device until read
         self.state = None
         self.log_file = out / LOG
+        self.curves = curves_for(self.cfg.log_to, out) if self.ranks.is_main else Curves()
         self._last_lr = 0.0
         self._attempt_start = time.perf_counter()
         self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
@@ -218,15 +220,19 @@ class Trainer:
     def _keep_log_until(self, step: int) -> None:
         """Drop log lines after ``step`` (they will be written again) and a torn last line, so that the log of an
         interrupted run equals that of an uninterrupted one."""
-        if self.ranks.is_main and self.log_file.exists():
-            kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step]
-            self.log_file.write_text("".join(line + "\n" for line in kept))
+        if not self.ranks.is_main:
+            return
+        kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step] \
+            if self.log_file.exists() else []
+        self.log_file.write_text("".join(line + "\n" for line in kept))
+        self.curves.restart([json.loads(line) for line in kept])
 
     def log(self, record: dict) -> None:
         if not self.ranks.is_main:
             return
         with open(self.log_file, "a") as f:
             f.write(json.dumps(record) + "\n")
+        self.curves.write(record)
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -333,6 +339,7 @@ class Trainer:
         if p.validated_step != p.step:  # the last step is validated once, also when a resume finds it done
             self._validate_and_keep_best()
         self.save_checkpoint()
+        self.curves.flush()
 
     def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> float:
         """Logs the mean loss of the steps since the last log line; returns it in bits per byte."""

@@ -93,19 +93,9 @@ class MLP(nn.Module):
         super().__init__()
         self.up = nn.Linear(config.d_model, config.mlp_width)
         self.down = nn.Linear(config.mlp_width, config.d_model)
-        # The private form of register_load_state_dict_pre_hook: the public one needs torch 2.5.
-        self._register_load_state_dict_pre_hook(rename_sequential_mlp_keys)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down(F.gelu(self.up(x)))
-
-
-def rename_sequential_mlp_keys(state_dict: dict, prefix: str, *load_args) -> None:
-    """Old checkpoints, from when the MLP was nn.Sequential(Linear, GELU, Linear), name up and down 0 and 2."""
-    for old, new in (("0.", "up."), ("2.", "down.")):
-        for name in ("weight", "bias"):
-            if prefix + old + name in state_dict:
-                state_dict[prefix + new + name] = state_dict.pop(prefix + old + name)
 
 
 class TransformerBlock(nn.Module):

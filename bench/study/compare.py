@@ -22,13 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 from bench.errors import BenchError
+from bench.metrics import METRICS, compare_label, shown_metrics
 from bench.run_files import CELL, RESULT
 from bench.study.run_status import RunStatus
 from bench.study.report_tables import interval_text
 from bench.study.uncertainty import compare, holm
-
-METRICS = (("bits_per_byte", "bits/byte"), ("bits_per_char", "bits/char"), ("word_perplexity", "word ppl"),
-           ("word_perplexity_eos", "word ppl (eos)"), ("token_perplexity", "token ppl (NOT comparable)"))
 
 
 @dataclass
@@ -75,12 +73,12 @@ def compare_runs(a: Path, b: Path) -> Compared:
     comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
                          {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
     rows, odd = [], []
-    for key, label in METRICS:
-        pair = [getattr(t, key) for t in tests]
+    for metric in shown_metrics():
+        pair = [getattr(t, metric.key) for t in tests]
         if all(_finite(v) for v in pair):
-            rows.append({"metric": label, "A": pair[0], "B": pair[1], "A - B": pair[0] - pair[1]})
+            rows.append({"metric": compare_label(metric), "A": pair[0], "B": pair[1], "A - B": pair[0] - pair[1]})
         else:
-            odd.append(f"{label} (A {pair[0]}, B {pair[1]})")
+            odd.append(f"{compare_label(metric)} (A {pair[0]}, B {pair[1]})")
     rows[0]["95% interval"] = interval_text(comparison)  # bits per byte: the first row
     texted = comparison.low is not None
     notes = [f"A: {a} ({_describe(runs[0].result)}); B: {b} ({_describe(runs[1].result)})",
@@ -127,7 +125,7 @@ def compare_results(a: Path, b: Path) -> Compared:
              "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
     cells = [_cells(side, path, table, side_runs, keys, notes)
              for side, path, table, side_runs in zip("AB", (a, b), tables, runs)]
-    rows, comparisons = [], []
+    rows, comparisons, bits_per_byte = [], [], METRICS["bits_per_byte"].label
     for key, side_a in cells[0].items():
         side_b = cells[1].get(key)
         if side_b is None:
@@ -141,8 +139,8 @@ def compare_results(a: Path, b: Path) -> Compared:
         comparisons.append(comparison)
         lossless = all(run.result.metrics["test"].lossless for side in (side_a, side_b) for run in side.values())
         rows.append({**{k: v for k, v in zip(keys, key) if k != FIRST_AFTER_AXES or v},
-                     "seeds": f"{len(values[0])} / {len(values[1])}", "A bits/byte": _mean(values[0]),
-                     "B bits/byte": _mean(values[1]), "A - B": round(comparison.difference, 4),
+                     "seeds": f"{len(values[0])} / {len(values[1])}", f"A {bits_per_byte}": _mean(values[0]),
+                     f"B {bits_per_byte}": _mean(values[1]), "A - B": round(comparison.difference, 4),
                      "95% interval": interval_text(comparison), "p": comparison.p_value, "p (Holm)": None,
                      "note": "" if lossless else "lossy: another text, NOT comparable"})
     if not rows:

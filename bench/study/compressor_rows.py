@@ -14,6 +14,7 @@ import pandas as pd
 
 from bench.data.compressors import MIN_SPLIT_BYTES, BaselineTable, compressor_baselines
 from bench.errors import BenchError
+from bench.metrics import METRICS
 
 
 @dataclass
@@ -68,8 +69,8 @@ def reference_rows(baselines: StudyBaselines, done: pd.DataFrame) -> list[dict]:
         for b in table.baselines:
             primed = b.bits_per_byte_primed
             rows.append({"dataset": dataset, "model": f"*{b.method}*", "tokenizer": "compressor, primed with train",
-                         "seeds": "-", "bits/byte": "-" if primed is None else f"{primed:.4f}",
-                         "bits/char": "-" if primed is None else f"{primed / chars_per_byte:.4f}",
+                         "seeds": "-", METRICS["bits_per_byte"].label: "-" if primed is None else f"{primed:.4f}",
+                         METRICS["bits_per_char"].label: "-" if primed is None else f"{primed / chars_per_byte:.4f}",
                          "flags": f"alone: {b.bits_per_byte_cold:.4f} bits/byte"})
     return rows
 

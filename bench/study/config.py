@@ -1,22 +1,7 @@
 """A matrix config: the TOML file that describes a whole study.
 
-Layout::
-
-    [matrix]    name, description, match (default rule: "chars"), data_dir
-    [axes]      model = [...], tokenizer = [...], dataset = [...], seed = [...], match = [...], <field> = [...]
-    [budget]    chars = N (match = chars), tokens = N (match = tokens), steps = N (match = steps),
-                flops = N (match = flops), epochs = x
-    [context]   chars = N (match = chars or flops), tokens = N (match = tokens or steps)
-    [shared]    preset = "tiny", and any model or training field for every run
-    [models.<model>]          fields for one model
-    [tokenizers."<scheme>"]   fields for one tokenization
-    [[include]] extra grids: tables of axis values (scalars or lists), added to the main grid
-    [[phases]]  runs done one after another per cell (name, any field, init_from = "previous")
-    [corpora.<name>]          a user corpus: train/valid/test paths (relative to the config), or
-                              prefix_of = "<corpus>" with train_bytes, valid_bytes, test_bytes
-    [[pretrained]]            a HuggingFace model scored beside the trained runs (bench.study.pretrained)
-
-How the grid becomes runs is :mod:`bench.study.grid`; the matching rules are there.
+Its tables and what each takes: :data:`CONFIG_TABLES` (``bench config tables`` prints them). How the grid
+becomes runs is :mod:`bench.study.grid`; the matching rules are there.
 """
 
 from __future__ import annotations
@@ -31,8 +16,24 @@ from bench.engine.budget import LIMITS
 from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import read_toml
 
-TABLES = ("matrix", "axes", "budget", "context", "shared", "models", "tokenizers", "include", "phases", "corpora",
-          "pretrained")
+# Each table of a matrix config: how it is written and what it takes.
+CONFIG_TABLES = {
+    "matrix": ("[matrix]", 'name, description, match (default rule: "chars"), data_dir'),
+    "axes": ("[axes]", "model = [...], tokenizer = [...], dataset = [...], seed = [...], match = [...], "
+                       "<field> = [...]"),
+    "budget": ("[budget]", "chars = N (match = chars), tokens = N (match = tokens), steps = N (match = steps),\n"
+                           "flops = N (match = flops), epochs = x"),
+    "context": ("[context]", "chars = N (match = chars or flops), tokens = N (match = tokens or steps)"),
+    "shared": ("[shared]", 'preset = "tiny", and any model or training field for every run'),
+    "models": ("[models.<model>]", "fields for one model"),
+    "tokenizers": ('[tokenizers."<scheme>"]', "fields for one tokenization"),
+    "include": ("[[include]]", "extra grids: tables of axis values (scalars or lists), added to the main grid"),
+    "phases": ("[[phases]]", 'runs done one after another per cell (name, any field, init_from = "previous")'),
+    "corpora": ("[corpora.<name>]", "a user corpus: train/valid/test paths (relative to the config), or\n"
+                                    'prefix_of = "<corpus>" with train_bytes, valid_bytes, test_bytes'),
+    "pretrained": ("[[pretrained]]", "a HuggingFace model scored beside the trained runs (bench.study.pretrained)"),
+}
+TABLES = tuple(CONFIG_TABLES)
 BUDGET_KEYS = tuple(limit.unit for limit in LIMITS if limit.unit != "minutes")
 CONTEXT_KEYS = ("chars", "tokens")
 TEXT_AXES = ("model", "preset", "tokenizer", "dataset", "match")

@@ -108,7 +108,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
         if pending and all(r.resolved is not None for r in chain):  # a chain with no data cannot run
             todo.append(pending)
     cpu_threads = None if cluster else _cpu_threads(jobs, execution.threads)
-    where = (f"as {cluster.launcher} jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
+    where = ("as Slurm jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
     where += f", {cpu_threads} CPU thread(s) each" if cpu_threads else ""
     resuming = sum(run.status in (RunStatus.PARTIAL, RunStatus.INTERRUPTED) for chain in todo for run in chain)
     where = (f"{resuming} of them resume from a checkpoint; " if resuming else "") + where
@@ -138,7 +138,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
         raise
     if cluster is None:  # cluster jobs are collected by the next run-matrix instead
         wait_for_others([run for chain in outcome.chains for run in chain])
-    _score_pretrained(outcome, retry_failed, here=cluster is None or cluster.launcher == "submitit-local")
+    _score_pretrained(outcome, retry_failed, here=cluster is None)
     outcome.csv_path = write_runs_table(outcome.chains, config, results, outcome.pretrained)
     for run in [run for chain in outcome.chains for run in chain] + outcome.pretrained:
         outcome.counts[run.status.value] = outcome.counts.get(run.status.value, 0) + 1
@@ -262,7 +262,7 @@ def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluste
     jobs = submit(todo, outcome.results_dir, outcome.config.name, cluster)
     print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}; their logs are in "
           f"{outcome.results_dir / '.submitit'}", file=sys.stderr)
-    if cluster.wait or cluster.launcher == "submitit-local":
+    if cluster.wait:
         yield from wait_for(jobs, todo)
 
 

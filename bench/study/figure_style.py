@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.errors import BenchError  # noqa: E402
+from bench.metrics import METRICS  # noqa: E402
 from bench.study.uncertainty import seed_interval  # noqa: E402
 
 MARKERS = {"sha-rnn": "o", "lstm": "s", "transformer": "^"}
@@ -24,30 +25,36 @@ plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axe
 
 
 @dataclass(frozen=True)
-class Metric:
-    """The comparable loss the figures draw: bits per byte or bits per character of the same total loss."""
+class FigureMetric:
+    """The comparable loss the figures draw: a metric of bench.metrics.METRICS that every validation logs too."""
 
-    name: str  # "byte" or "char"
-    label: str  # "bits per byte"
+    name: str  # "byte" or "char": bench report --metric
+    key: str  # "bits_per_byte": its entry of bench.metrics.METRICS
     unit: str  # "bytes": the count of the text it is normalized by
 
+    @property
+    def label(self) -> str:
+        return METRICS[self.key].unit
+
     def test(self) -> str:
-        return f"test_bits_per_{self.name}"
+        return f"test_{self.key}"
 
     def valid(self) -> str:
-        return f"valid_bits_per_{self.name}"
+        return f"valid_{self.key}"
 
     def count(self) -> str:
         return f"test_n_{self.unit}"
 
 
-METRICS = {"byte": Metric("byte", "bits per byte", "bytes"), "char": Metric("char", "bits per character", "chars")}
+FIGURE_METRICS = {"byte": FigureMetric("byte", "bits_per_byte", "bytes"),
+                  "char": FigureMetric("char", "bits_per_char", "chars")}
 
 
-def metric_named(name: str) -> Metric:
-    if name not in METRICS:
-        raise BenchError(f"--metric {name!r}: give byte (bits per byte) or char (bits per character)")
-    return METRICS[name]
+def metric_named(name: str) -> FigureMetric:
+    if name not in FIGURE_METRICS:
+        choices = " or ".join(f"{m.name} ({m.label})" for m in FIGURE_METRICS.values())
+        raise BenchError(f"--metric {name!r}: give {choices}")
+    return FIGURE_METRICS[name]
 
 
 def tokenizer_order(name: str):
@@ -61,7 +68,7 @@ class FigureStyle:
     """A report's colours (tokenization -> colour, fixed for all its figures) and metric."""
 
     colors: dict
-    metric: Metric
+    metric: FigureMetric
 
     @classmethod
     def of(cls, tokenizers, metric: str = "byte") -> "FigureStyle":

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.metrics import METRICS
 from bench.study.figure_style import (LINESTYLES, MARKERS, FigureStyle, NoData, errors_of, group_title, legend,
                                      log_axis, plt, save, seed_means, style_for, text_groups, tokenizer_order)
 
@@ -19,6 +20,7 @@ __all__ = ["FigureStyle", "NoData", "attack_figure", "closed_vocabulary_figure",
            "learning_curves_figure", "matching_figure", "save", "teacher_forcing_figure", "vocab_sweep_figure"]
 
 PERPLEXITIES = ("test_token_perplexity", "test_word_perplexity")
+TOKEN_PPL, WORD_PPL = METRICS["token_perplexity"].unit, METRICS["word_perplexity"].unit  # axis labels
 
 
 def _points(ax, cells: pd.DataFrame, x: str, y: str, style: FigureStyle) -> None:
@@ -64,9 +66,9 @@ def _attack_panels(left, right, df: pd.DataFrame, style: FigureStyle, lines: lis
             ax.axvline(value, color="C7", ls=linestyle, lw=1.0)
         extra.append(Line2D([], [], color="C7", ls=linestyle, lw=1.0, label=f"{dataset}: {label}"))
     cells = seed_means(df, [metric, *PERPLEXITIES], log=PERPLEXITIES)
-    for ax, y, label, title in ((left, "test_token_perplexity", "test per-token perplexity (log scale)",
-                                 "per-token perplexity depends on the tokenizer"),
-                                (right, "test_word_perplexity", "test word perplexity (log scale)",
+    for ax, y, label, title in ((left, "test_token_perplexity", f"test {TOKEN_PPL} (log scale)",
+                                 f"{TOKEN_PPL} depends on the tokenizer"),
+                                (right, "test_word_perplexity", f"test {WORD_PPL} (log scale)",
                                  f"normalized per word, the ranking of {style.metric.label}")):
         _points(ax, cells, metric, y, style)
         log_axis(ax)
@@ -113,11 +115,11 @@ def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Fi
             ax.minorticks_off()
             ax.set_xlabel("vocabulary size")
         left.set_ylabel(f"test {style.metric.label}")
-        right.set_ylabel("test per-token perplexity (log)")
+        right.set_ylabel(f"test {TOKEN_PPL} (log)")
         log_axis(right)
         where = group_title(key, len(groups))
         left.set_title(where + f"comparable: {style.metric.label}", fontsize=9)
-        right.set_title(where + "not comparable: per-token perplexity", fontsize=9)
+        right.set_title(where + f"not comparable: {TOKEN_PPL}", fontsize=9)
         left.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
@@ -190,7 +192,7 @@ def closed_vocabulary_figure(df: pd.DataFrame, unk: dict[str, dict], style: Figu
                            for c in cells.itertuples()], fontsize=7)
         log_axis(ax)
         ax.margins(y=0.25)
-        ax.set_ylabel("test word perplexity (log)")
+        ax.set_ylabel(f"test {WORD_PPL} (log)")
         ax.set_title(f"{key[0]}, matched on {key[1]}: closed vocabularies look better than they are (hatched: "
                      "predicts <unk> instead of the word)", fontsize=9)
     fig.tight_layout()

@@ -8,8 +8,8 @@ Slurm signals it (SIGUSR2): the run checkpoints at its next step and the job is
 requeued, to resume from that checkpoint. A job of more than one GPU runs the run on
 that many processes (DistributedDataParallel), as ``torchrun`` would.
 
-``--launcher submitit-local`` runs the same jobs as processes of this machine
-(submitit's local executor): the way to try the path without a cluster.
+On one machine, a matrix runs through ``--jobs`` (bench.study.execute), one path with one Ctrl-C behaviour;
+submitit's own local executor stands in for Slurm in the tests only (``submit(..., executor="local")``).
 """
 
 from __future__ import annotations
@@ -28,44 +28,27 @@ from bench.study.plan import PlannedRun
 from bench.study.run_status import Attempt, RunStatus
 from bench.study.worker import WorkerSettings, run_chain
 
-LAUNCHERS = ("local", "slurm", "submitit-local")
+LAUNCHERS = ("local", "slurm")
 
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    launcher: str = "slurm"  # slurm, or submitit-local for a try on this machine
     partition: str | None = None
-    gpus_per_run: int | None = None  # None: 1, but 0 for submitit-local on a machine without a GPU (a CPU job)
+    gpus_per_run: int = 1  # 0: a CPU job
     time_limit_min: float = 240
     max_parallel: int | None = None  # jobs of the array running at once
-    wait: bool = False  # wait for the jobs (always with submitit-local)
+    wait: bool = False  # wait for the jobs and collect them
     signal_delay_s: int | None = None  # SIGUSR2 this long before the time limit (None: submitit's default)
     threads: int | None = None  # torch CPU threads of each job (--threads)
 
-    def __post_init__(self) -> None:
-        if self.gpus_per_run is None:
-            import torch
-
-            cpu_only = self.launcher == "submitit-local" and not torch.cuda.is_available()
-            object.__setattr__(self, "gpus_per_run", 0 if cpu_only else 1)
-
     def check(self) -> None:
-        if self.launcher not in LAUNCHERS:
-            raise BenchError(f"unknown launcher {self.launcher!r}; launchers: {', '.join(LAUNCHERS)}")
         if self.gpus_per_run < 0:
             raise BenchError(f"--gpus-per-run must be 0 (a CPU job) or more, not {self.gpus_per_run}")
         if self.time_limit_min < 1:
             raise BenchError(f"--time-limit must be at least 1 minute, not {self.time_limit_min}")
         if self.max_parallel is not None and self.max_parallel < 1:
             raise BenchError(f"--max-parallel must be at least 1, not {self.max_parallel}")
-        if self.launcher == "submitit-local" and self.gpus_per_run > 0:
-            import torch
-
-            if self.gpus_per_run > torch.cuda.device_count():
-                raise BenchError(f"--gpus-per-run {self.gpus_per_run} but this machine has "
-                                 f"{torch.cuda.device_count()} GPU(s) for submitit-local's jobs; give --gpus-per-run "
-                                 f"0 (a CPU job) or at most {torch.cuda.device_count()}")
-        if self.launcher == "slurm" and shutil.which("sbatch") is None:
+        if shutil.which("sbatch") is None:
             raise BenchError("--launcher slurm needs a Slurm cluster (sbatch is not on PATH); use --launcher local")
 
 
@@ -93,10 +76,11 @@ class ChainJob(submitit.helpers.Checkpointable):
         return [record.to_json() for record in records]
 
 
-def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings: ClusterSettings) -> list:
-    """Submit one job per chain; returns the submitit jobs."""
-    cluster = "local" if settings.launcher == "submitit-local" else "slurm"
-    executor = submitit.AutoExecutor(folder=results_dir / ".submitit" / "%j", cluster=cluster)
+def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings: ClusterSettings,
+           executor: str = "slurm") -> list:
+    """Submit one job per chain to Slurm (``executor="local"``: submitit's stand-in, for the tests); returns the
+    submitit jobs."""
+    executor = submitit.AutoExecutor(folder=results_dir / ".submitit" / "%j", cluster=executor)
     gpus = settings.gpus_per_run
     executor.update_parameters(name=f"bench-{name}", timeout_min=settings.time_limit_min, gpus_per_node=gpus,
                                tasks_per_node=max(gpus, 1), slurm_partition=settings.partition,

@@ -18,7 +18,6 @@ from bench.data.corpora import REGISTRY, UnknownCorpus
 from bench.data.facts import DataFacts, load_data_facts
 from bench.data.manifest import is_user_corpus, unknown_corpus
 from bench.engine import checkpoint
-from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
@@ -112,10 +111,6 @@ def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
 
 def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: RunSpec, facts: DataFacts | str,
                  results_dir: Path, data_dir: Path) -> PlannedRun:
-    import torch
-
-    from bench.models import build_model
-
     phase_name = phase["name"] if phase else None
     if isinstance(facts, str):
         return PlannedRun(cell, phase_name, spec, None, RunStatus.NO_DATA, problem=facts)
@@ -127,15 +122,11 @@ def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: Run
         raise BenchError(f"{config.path}: cell {cell_label(cell)}: {exc}") from None
     run_dir = results_dir / cell_folder_name(cell, phase, resolved.run_id())
     resolved = resolved.with_spec(out_dir=str(run_dir), data_dir=str(data_dir))
-    with torch.device("meta"):
-        model = build_model(spec.model, resolved.model)
-    train = resolved.train
-    flops_per_token = model.train_flops_per_token(train.bptt)
-    tokens = resolved.budget.planned_tokens(facts.chars_per_token, epoch_tokens(facts.train_tokens, train.batch_size),
-                                            mean_step_tokens(train), flops_per_token)
+    size = resolved.size()
+    tokens = size.planned_tokens
     return PlannedRun(
         cell, phase_name, resolved.spec, resolved, current_status(run_dir, resolved.run_id()),
-        params_total=model.num_params(), params_non_embedding=model.non_embedding_params(), train_tokens=tokens,
+        params_total=size.params_total, params_non_embedding=size.params_non_embedding, train_tokens=tokens,
         train_chars=tokens * facts.chars_per_token if tokens else None,
-        train_flops=flops_per_token * tokens if tokens else None,
+        train_flops=size.flops_per_token_train * tokens if tokens else None,
     )

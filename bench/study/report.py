@@ -29,8 +29,8 @@ from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
 from bench.study.report_appendix import definitions_section, provenance_section
-from bench.study.report_tables import (closed_vocabulary_rows, main_table, marginal_rows, matching_rows, paired_rows,
-                                       power_line, pretrained_rows)
+from bench.study.report_tables import (TEXT_INTERVAL, closed_vocabulary_rows, main_columns, main_table, marginal_rows,
+                                       matching_rows, paired_rows, power_line, pretrained_rows)
 from bench.study.run_status import RunStatus
 from bench.study.runs_table import read_runs_table
 
@@ -129,16 +129,15 @@ def _main_table_section(doc: ReportPage, study: Study, floors: dict, baselines, 
     done, axes = study.done, study.axes
     rows = (main_table(done, axes, floors, study.runs) + pretrained_rows(study.pretrained) +
             compressor_rows.reference_rows(baselines, done))
-    text = ["bits/byte, text 95%"] if any("bits/byte, text 95%" in r for r in rows) else []
+    text = any(TEXT_INTERVAL in r for r in rows)
     columns = [a for a in axes if a != "seed" and done[a].nunique() > 1 or a in ("model", "tokenizer")] + \
         (["phase"] if done["phase"].astype(str).str.len().gt(0).any() else []) + \
-        ["seeds", "bits/byte"] + text + ["bits/char", "word ppl", "word ppl (eos)", "token ppl",
-                                         "unigram floor bits/char", "below floor", "last doubling", "flags"]
+        ["seeds"] + main_columns(text) + ["unigram floor bits/char", "below floor", "last doubling", "flags"]
     doc.heading("Main table (test split)")
     doc.table(rows, columns, "Mean over seeds ± the 95% interval over seeds (Student t): the uncertainty of "
               "training, shown only with two or more seeds. Perplexities are the perplexity of the mean loss "
               "(the geometric mean over seeds) with the loss's interval carried through exp [low, high]. " + (
-                  f"'bits/byte, text 95%': the 95% interval over the {_documents(study)} of the test text "
+                  f"'{TEXT_INTERVAL}': the 95% interval over the {_documents(study)} of the test text "
                   "(bootstrap), the uncertainty of the text sample. " if text else
                   f"No interval over the text: {_no_text_interval(study)}. ") + "Rows in italics are classical "
               "compressors (bench baselines): bits for the test text given the train text, size(train + test) - "

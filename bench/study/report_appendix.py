@@ -9,6 +9,7 @@ import pandas as pd
 
 from bench.data.corpora import SPLITS
 from bench.engine.learning import CLEARLY_BELOW, STARTED_BELOW
+from bench.metrics import shown_metrics
 from bench.study.rendering import ReportPage
 
 
@@ -46,17 +47,14 @@ def provenance_section(doc: ReportPage, table: pd.DataFrame, done: pd.DataFrame,
 
 
 def definitions_section(doc: ReportPage) -> None:
+    """How every number of the report is computed; each metric's line is its entry of bench.metrics.METRICS."""
     doc.heading("Metric definitions")
     doc.items([
         "L = total negative log-likelihood (nats) of every token of the test split, the first one predicted from "
         "`<bos>`; the split is cut into the recorded number of streams, each with its state carried chunk to "
         "chunk (the Transformer: a sliding window of the recorded stride).",
-        "bits/byte = L / (ln 2 · UTF-8 bytes of the text); bits/char = L / (ln 2 · Unicode code points).",
-        "word ppl = exp(L / words), words = `len(text.split())` (lm-evaluation-harness's word unit); word ppl "
-        "(eos) = exp(L / (words + newlines)), the AWD-LSTM/WikiText convention of published word-level "
-        "perplexities.",
-        "token ppl = exp(L / tokens): depends on what a token is, so it is **not comparable across "
-        "tokenizations**.",
+        *(f"{m.label} = {m.definition}" + ("" if m.comparable else ", so it is **not comparable across "
+                                             "tokenizations**") + "." for m in shown_metrics()),
         "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
         f"'below floor' is how far a run's bits/char is below it (a run less than {CLEARLY_BELOW:.0%} below is "
         f"flagged; training stops as not-learning a run not {STARTED_BELOW:.0%} below it on validation once a "

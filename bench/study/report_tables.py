@@ -10,15 +10,24 @@ import numpy as np
 import pandas as pd
 
 from bench.engine.learning import clearly_below
+from bench.metrics import METRICS, shown_metrics
 from bench.study.analysis import FinishedRun
 from bench.study.convergence import last_doubling, trend_cell
 from bench.study.figures import tokenizer_order
 from bench.study.uncertainty import Comparison, compare, document_interval, holm, seed_interval, seeds_needed
 
 
-METRICS = (("test_bits_per_byte", "bits/byte"), ("test_bits_per_char", "bits/char"),
-           ("test_word_perplexity", "word ppl"), ("test_word_perplexity_eos", "word ppl (eos)"),
-           ("test_token_perplexity", "token ppl"))
+TEXT_INTERVAL = f"{METRICS['bits_per_byte'].label}, text 95%"  # the main table's column of the text's interval
+
+
+def main_columns(text_interval: bool) -> list[str]:
+    """The main table's metric columns, the text's interval beside bits per byte where there is one."""
+    columns = []
+    for metric in shown_metrics():
+        columns.append(metric.label)
+        if metric.key == "bits_per_byte" and text_interval:
+            columns.append(TEXT_INTERVAL)
+    return columns
 
 
 def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str, FinishedRun]) -> list[dict]:
@@ -29,21 +38,22 @@ def main_table(done: pd.DataFrame, axes: list[str], floors: dict, runs: dict[str
     for key, group in done.groupby(keys, sort=False, dropna=False):
         row = dict(zip(keys, key))
         row["seeds"] = len(group)
-        for metric, label in METRICS:
-            values = [v for v in group[metric].tolist() if not math.isnan(v)] or [math.nan]
-            if "perplexity" in metric:  # the perplexity of the mean loss, its interval from the loss's
+        for metric in shown_metrics():
+            column = f"test_{metric.key}"
+            values = [v for v in group[column].tolist() if not math.isnan(v)] or [math.nan]
+            if metric.perplexity:  # the perplexity of the mean loss, its interval from the loss's
                 mean, half = seed_interval(np.log(values))
-                row[label] = _ppl_with_ci(mean, half)
+                row[metric.label] = _ppl_with_ci(mean, half)
                 mean = math.exp(mean)
             else:
                 mean, half = seed_interval(values)
-                row[label] = _with_ci(mean, half)
-            row["_" + metric] = mean
+                row[metric.label] = _with_ci(mean, half)
+            row["_" + column] = mean
         row["last doubling"] = trend_cell([last_doubling(runs[d].log) for d in group["run_dir"]])
         text = [runs[d].text_losses() for d in group["run_dir"]]
         if all(t is not None for t in text):
             low, high = document_interval(text)
-            row["bits/byte, text 95%"] = f"[{low:.4f}, {high:.4f}]"
+            row[TEXT_INTERVAL] = f"[{low:.4f}, {high:.4f}]"
         floor = floors.get((row["dataset"], row["tokenizer"]))
         if floor is not None:
             row["unigram floor bits/char"] = round(floor["bits_per_char"], 4)
@@ -60,7 +70,8 @@ def pretrained_rows(pretrained: pd.DataFrame) -> list[dict]:
     rows = []
     for _, run in pretrained.iterrows():
         row = {k: run[k] for k in ("model", "preset", "tokenizer", "dataset", "match", "flags")}
-        row.update({label: _with_ci(run[metric], None) for metric, label in METRICS}, seeds="pretrained", phase="")
+        row.update({m.label: _with_ci(run[f"test_{m.key}"], None) for m in shown_metrics()}, seeds="pretrained",
+                   phase="")
         rows.append(row)
     return rows
 

@@ -1,0 +1,85 @@
+"""Training curves where researchers already look: ``log_to=tensorboard`` mirrors a run's ``log.jsonl`` into
+TensorBoard event files in the run folder, so that ``tensorboard --logdir results/NAME`` shows a whole matrix live.
+
+The x axis is training characters, not steps: a step holds another number of characters under each tokenization,
+and characters put every run of a matrix on the same axis. Each numeric field of a log line is one scalar (tags
+``train/...`` and ``valid/...``), as the line has it. log.jsonl stays the record: when a resumed run drops log lines
+after its checkpoint, the event files are written again from the lines kept, so they always show what the log says.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+from bench.errors import BenchError
+
+TENSORBOARD = "tensorboard"  # the run folder's event files
+AXES = ("step", "epoch", "tokens", "train_chars", "train_flops", "seconds")  # where a line is, not what it measured
+DESTINATIONS = ("none", "tensorboard")
+
+
+def tag(key: str) -> str:
+    """``train_bits_per_byte`` -> ``train/bits_per_byte``, ``valid_loss`` -> ``valid/loss``, ``lr`` -> ``train/lr``."""
+    group, _, name = key.partition("_")
+    return f"{group}/{name}" if group in ("train", "valid") and name else f"train/{key}"
+
+
+def check_log_to(log_to: str) -> None:
+    """Refused at resolution (so --dry-run finds it): TensorBoard curves without the package to write them."""
+    if log_to == "tensorboard":
+        try:
+            import tensorboard  # noqa: F401
+        except ImportError:
+            raise BenchError("log_to=tensorboard needs the tensorboard package: pip install "
+                             "'tokenization-bench[tensorboard]' (or pip install tensorboard)") from None
+
+
+class Curves:
+    """Where a run's log lines are mirrored: nowhere (``log_to=none``)."""
+
+    def restart(self, records: list[dict]) -> None:
+        """Begin again from these lines (the log's after a resume dropped the rest)."""
+
+    def write(self, record: dict) -> None:
+        """One log line."""
+
+    def flush(self) -> None:
+        """Make what was written visible (at each validation and at the end)."""
+
+
+class TensorBoardCurves(Curves):
+    def __init__(self, run_folder: Path):
+        self.folder = run_folder / TENSORBOARD
+        self.writer = None
+
+    def restart(self, records: list[dict]) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        if self.writer is not None:
+            self.writer.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.writer = SummaryWriter(str(self.folder), flush_secs=30)
+        for record in records:
+            self.write(record)
+        self.flush()
+
+    def write(self, record: dict) -> None:
+        chars = record.get("train_chars")
+        if chars is None:  # a warning line: text, not a point of a curve
+            return
+        for key, value in record.items():
+            if key not in AXES and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and math.isfinite(value):
+                self.writer.add_scalar(tag(key), value, global_step=int(chars))
+        if any(key.startswith("valid_") for key in record):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+
+
+def curves_for(log_to: str, run_folder: Path) -> Curves:
+    return TensorBoardCurves(run_folder) if log_to == "tensorboard" else Curves()
