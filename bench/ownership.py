@@ -8,8 +8,8 @@ A folder says whose it is by what it holds:
   its identity is the run id recorded in the first three (which must agree: a folder holding two runs' files
   is nobody's to write into);
 * a **matrix**'s results folder: ``owner.json`` saying so, or ``runs.csv``; its identity is the config it was
-  run from, recorded in ``owner.json``, or else the config's contents, whose sha256 ``runs.csv`` records; a
-  config file named ``matrix.toml`` does not make its folder a matrix's;
+  run from, recorded in ``owner.json``, or else the config's contents, whose sha256 each of its run folders'
+  ``cell.json`` records; a config file named ``matrix.toml`` does not make its folder a matrix's;
 * a **report** folder: ``owner.json`` saying so, or ``report.md`` with ``report.html``; its identity is the
   results folder it reports, recorded in ``owner.json`` only: a report whose ``owner.json`` is lost is
   nobody's to rebuild.
@@ -28,11 +28,11 @@ from pathlib import Path
 
 from bench.errors import BenchError
 from bench.fileio import write_text_atomic
-from bench.run_files import BEST, CHECKPOINT, ERROR, LOCK, LOG, RESULT, SPEC, STATUS, TOKENIZER, TRAIN_LOG
+from bench.run_files import BEST, CELL, CHECKPOINT, ERROR, LOCK, LOG, RESULT, SPEC, STATUS, TOKENIZER, TRAIN_LOG
 
 RUN_FILES = (SPEC, RESULT, STATUS, CHECKPOINT, BEST)  # a log alone is debris
 REPORT_FILES = ("report.md", "report.html")
-RUN_DEBRIS = (LOCK, LOG, TOKENIZER, ERROR, TRAIN_LOG)  # a run that never checkpointed
+RUN_DEBRIS = (LOCK, LOG, TOKENIZER, ERROR, TRAIN_LOG, CELL)  # a run that never checkpointed
 OWNER = "owner.json"
 ABSOLUTE = "_absolute"  # owner.json's key for a path's absolute form
 
@@ -124,7 +124,7 @@ def claim_run_folder(folder: Path, run_id: str, in_matrix: bool = False) -> None
 
 def claim_matrix_folder(folder: Path, config_path: Path) -> None:
     """A matrix's results folder: new, or the results of the same config (the one owner.json names, or one with
-    the contents runs.csv records); inside no run, matrix or report."""
+    the contents its runs' cell.json record); inside no run, matrix or report."""
     owner = owner_of(folder)
     if owner is not None:
         if owner.kind != "matrix":
@@ -132,8 +132,8 @@ def claim_matrix_folder(folder: Path, config_path: Path) -> None:
         if not owner.names(config_path) and not _same_config(folder, config_path):
             if not owner.places:
                 raise BenchError(f"{folder} holds the results of a matrix whose {OWNER} is missing or unreadable, run "
-                                 f"from a config other than {config_path} (runs.csv records its sha256); choose "
-                                 f"another --results folder")
+                                 f"from a config other than {config_path} (its runs' cell.json record its sha256); "
+                                 f"choose another --results folder")
             was = owner.places[-1]
             again = "run that config" if was.exists() else f"put the config back at {was} and run it from there"
             raise BenchError(f"{folder} holds the results of the matrix run from {owner.source()}, not "
@@ -158,16 +158,13 @@ def _refuse_foreign_files(folder: Path, debris: tuple[str, ...], what: str) -> N
 
 def _same_config(folder: Path, config_path: Path) -> bool:
     """A results folder moved since (its recorded path no longer leads to the config) still belongs to a config
-    with the same contents: runs.csv records the config's sha256."""
-    import csv
-
+    with the same contents: each of its run folders' cell.json records the config's sha256."""
     from bench.fileio import sha256_file
 
     try:
-        with open(folder / "runs.csv", newline="", encoding="utf-8") as handle:
-            recorded = {row.get("config_sha256") for row in csv.DictReader(handle)}
+        recorded = {json.loads(path.read_text()).get("config_sha256") for path in folder.glob(f"*/{CELL}")}
         return recorded == {sha256_file(config_path)}
-    except (OSError, csv.Error, UnicodeDecodeError):
+    except (OSError, ValueError, AttributeError):
         return False
 
 

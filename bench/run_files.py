@@ -3,8 +3,8 @@ the ownership checks), with nothing to import beside them.
 
 A run trained here writes ``spec.json`` (its resolved configuration), ``tokenizer.json``, ``log.jsonl`` (the
 learning curve), ``checkpoint.pt`` and ``best.pt``, ``result.json`` and, when asked, ``token_nll.<split>.npy``;
-``run.lock`` is held while it trains. A matrix adds ``status.json`` (its outcome), ``train.log`` (a worker's output)
-and ``error.txt`` (a failure's traceback).
+``run.lock`` is held while it trains. A matrix adds ``status.json`` (its outcome), ``cell.json`` (its place in the
+matrix), ``train.log`` (a worker's output) and ``error.txt`` (a failure's traceback).
 """
 
 SPEC = "spec.json"
@@ -15,6 +15,7 @@ BEST = "best.pt"
 RESULT = "result.json"
 LOCK = "run.lock"
 STATUS = "status.json"
+CELL = "cell.json"
 TRAIN_LOG = "train.log"
 ERROR = "error.txt"
 

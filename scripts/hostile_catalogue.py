@@ -45,7 +45,7 @@ EXTRA = [(f"dump onto the run's own {name}", f"eval {{run}} --dump-token-losses 
         "the results it reports cannot be told") for how, folder in (("that lost owner.json", "noowner"),
                                                                     ("whose owner.json is corrupt", "badowner"))] + [
     ("another matrix into results that lost owner.json only",
-     "run-matrix {renamed_matrix} --dry-run --data-dir {data} --results {owner-lost}", "runs.csv records its sha256"),
+     "run-matrix {renamed_matrix} --dry-run --data-dir {data} --results {owner-lost}", "cell.json record its sha256"),
     ("a corpus added again with other files",
      "data add toy --train {train_text} --valid {sandbox}/test.txt --test {text} --data-dir {data}", "--replace"),
     ("a tampered cached baseline", "baselines rep --splits test --data-dir {bl-data}", WORKS + "measuring again"),

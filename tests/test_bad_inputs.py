@@ -276,20 +276,14 @@ CASES = [
          ("model-preset", "a preset is chosen in [shared]"),
          ("cuda-graphs-jitter", "seq_jitter draws a new segment length each step")]] + [
     # reports and comparisons
-    ("report without runs", ["report", "{sandbox}"], "runs.csv does not exist"),
+    ("report without runs", ["report", "{sandbox}"], "holds no run of a matrix"),
     ("compare a folder that is missing", ["compare", "{sandbox}/gone", "{data}"], "gone does not exist"),
     ("compare folders that hold no runs", ["compare", "{data}", "{data}"], "give two run folders"),
     ("a data folder that is a file", ["data", "list", "--data-dir", "{file}"], "is a file, not a folder"),
-    ("report of a torn runs.csv", ["report", "{torn_results}"], "the file is torn"),
     ("report of a corrupt result", ["report", "{corrupt_results}"], "is not a readable result"),
     ("report of corrupt token losses", report_of("corrupt_nll"), "token_nll.test.npy is not a readable array"),
-    ("report of a negative bits per byte", report_of("edited_negative"), "test_bits_per_byte is -3.0 but"),
-    ("report of an infinite bits per byte", report_of("edited_infinite"), "test_bits_per_byte is inf but"),
-    ("report of text in a metric", report_of("edited_text"), "test_bits_per_char is 'abc' but"),
-    ("report of nan in a metric", report_of("edited_nan"), "test_word_perplexity is 'nan' but"),
-    ("report of an edited seed", report_of("edited_seed"), "seed is 7 but"),
-    ("report of a duplicated row", report_of("edited_duplicated"), "twice"),
-    ("report without a status column", report_of("edited_no-status"), "no 'status' column"),
+    ("report of a run folder copied under another name", report_of("duplicated"), "are both cell"),
+    ("report of a damaged cell record", report_of("corrupt_cell"), "cell.json is not a readable cell record"),
     ("report into a file", ["report", "{results}", "--out", "{file}"], "is a file, not a folder"),
     ("report into a name too long", ["report", "{results}", "--out", "{sandbox}/" + "x" * 300], "longer than 255"),
     ("results under a name too long", ["run-matrix", "{matrix}", "--data-dir", "{data}", "--results",
@@ -361,9 +355,8 @@ CASES = [
     # matrices, reports and pretrained models
     ("a data folder that does not exist", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{sandbox}/nowhere",
                                            "--results", "{new}"], "the data folder"),
-    ("a report of runs that all failed", report_of("edited_all-failed"), "no run has finished (1 failed"),
-    ("a report of an unknown status", report_of("edited_weird"), "unknown status 'weird'"),
-    ("a report whose matrix name is a path", report_of("edited_escape"), "'../../escaped' is not a matrix name"),
+    ("a report of runs that all failed", report_of("all_failed"), "no run has finished (1 failed"),
+    ("a report whose matrix name is a path", report_of("escape"), "'../../escaped' is not a matrix name"),
     ("a report of a damaged learning curve", report_of("bad_log"), "log.jsonl line 1 is not JSON"),
     ("a report of a missing learning curve", report_of("no_log"), "log.jsonl is missing"),
     ("a misspelt user corpus", TRAIN + ["--dataset", "toyy"], "user corpora in"),
@@ -413,7 +406,7 @@ CASES = [
     ("another matrix into results that lost owner.json and matrix.toml", ["run-matrix", "{renamed_matrix}",
                                                                          "--dry-run", "--data-dir", "{data}",
                                                                          "--results", "{ownerless}"],
-     "runs.csv records its sha256"),
+     "cell.json record its sha256"),
     ("a report into a folder of other files", ["report", "{results}", "--out", "{sandbox}/configs"],
      "already holds other files"),
     ("a run into a folder of other files", TRAIN + ["--out", "{sandbox}/configs"], "already holds other files"),
@@ -430,21 +423,7 @@ CASES = [
                                                  "--out", "{new}"], "config.json is not valid JSON"),
     ("another file under the run's corpus name", ["eval", "{run}", "--data-dir", "{other_data}"],
      "is not the file this run recorded"),
-    # found by a hostile tester: compare read runs.csv on trust; it reads the runs' results as the report does
-    ("compare of an edited bits per byte", ["compare", "{results}", "{edited_half}"],
-     "test_bits_per_byte is 0.5 but its result.json says"),
-    ("compare of nan for bits per byte", ["compare", "{results}", "{edited_nan-bpb}"],
-     "test_bits_per_byte is 'nan' but"),
-    ("compare of text for bits per byte", ["compare", "{results}", "{edited_text-bpb}"],
-     "test_bits_per_byte is 'abc' but"),
-    ("compare of a deleted run", ["compare", "{results}", "{gone_run}"], "as done but"),
-    ("compare of a row without a run folder", ["compare", "{results}", "{edited_no-run-dir}"],
-     "names no run folder (run_dir is empty)"),
-    ("compare of rows without run ids", ["compare", "{results}", "{edited_no-run-id}"],
-     "is not the finished result of run id (none given)"),
     ("compare of a corrupt result", ["compare", "{results}", "{corrupt_results}"], "is not a readable result"),
-    ("report of a row without a run folder", report_of("edited_no-run-dir"), "names no run folder"),
-    ("report of rows without run ids", report_of("edited_no-run-id"), "is not the finished result of run id"),
     ("compare of a result without its test text", ["compare", "{run}", "{textless_run}"],
      "has test metrics but no record of the test text"),
 ]
@@ -576,16 +555,22 @@ def _broken_results(root: Path, places: dict) -> None:
 
     Path(places["matrix"]).write_text(MATRIX)
     run_matrix(places["matrix"], places["results"], data_dir=places["data"], execution=Execution(show_progress=False))
-    for name in ("torn", "corrupt", "corrupt_status", "corrupt_nll", "bad_log", "no_log", "gone_run"):
+    for name in ("corrupt", "corrupt_status", "corrupt_nll", "bad_log", "no_log", "duplicated", "corrupt_cell",
+                 "all_failed", "escape"):
         shutil.copytree(places["results"], root / name)
         places[name] = root / name
-    shutil.rmtree(next((root / "gone_run").glob("*/result.json")).parent)  # runs.csv still lists it as done
+    copied = next((root / "duplicated").glob("*/result.json")).parent
+    shutil.copytree(copied, copied.with_name(copied.name + "-copy"))
+    next((root / "corrupt_cell").glob("*/cell.json")).write_text('{"matrix": "toy", "cell"')
+    failed = next((root / "all_failed").glob("*/result.json")).parent
+    failed.joinpath("result.json").unlink()  # as a failed run leaves its folder
+    failed.joinpath("status.json").write_text(json.dumps({"status": "failed", "error": "RuntimeError: boom"}))
+    escape = next((root / "escape").glob("*/cell.json"))
+    escape.write_text(json.dumps({**json.loads(escape.read_text()), "matrix": "../../escaped"}))
     next((root / "bad_log").glob("*/log.jsonl")).write_text("garbage\n{}\n")
     next((root / "no_log").glob("*/log.jsonl")).unlink()
     next((root / "corrupt_nll").glob("*/result.json")).with_name("token_nll.test.npy").write_bytes(b"\x93NUMPY garbage")
     places.update(corrupt_nll=root / "corrupt_nll")
-    runs_csv = root / "torn" / "runs.csv"
-    runs_csv.write_text(runs_csv.read_text()[:-40] + "\n")
     next((root / "corrupt").glob("*/result.json")).write_text('{"status": "done", "run_id"')
     next((root / "corrupt_status").glob("*/")).joinpath("status.json").write_text("{garbage")
     next((root / "corrupt_status").glob("*/result.json")).unlink()  # so that its status is read
@@ -595,39 +580,8 @@ def _broken_results(root: Path, places: dict) -> None:
         (root / "ownerless" / name).unlink()
     (root / "renamed.toml").write_text(MATRIX.replace('name = "toy"', 'name = "renamed"'))
     places.update(ownerless=root / "ownerless", renamed_matrix=root / "renamed.toml")
-    places.update(torn_results=root / "torn", corrupt_results=root / "corrupt", corrupt_status=root / "corrupt_status",
+    places.update(corrupt_results=root / "corrupt", corrupt_status=root / "corrupt_status",
                   corrupt_status_matrix=root / "corrupt_status.toml")
-    _edited_results(root, places)
-
-
-# runs.csv edited by hand: the report reads each finished row's numbers from its run folder's result.json
-EDITS = {
-    "negative": lambda t: t.assign(test_bits_per_byte=-3.0),
-    "infinite": lambda t: t.assign(test_bits_per_byte=float("inf")),
-    "text": lambda t: t.astype({"test_bits_per_char": object}).assign(test_bits_per_char="abc"),
-    "nan": lambda t: t.assign(test_word_perplexity="nan"),
-    "half": lambda t: t.assign(test_bits_per_byte=0.5),
-    "nan-bpb": lambda t: t.assign(test_bits_per_byte="nan"),
-    "text-bpb": lambda t: t.astype({"test_bits_per_byte": object}).assign(test_bits_per_byte="abc"),
-    "no-run-dir": lambda t: t.assign(run_dir=""),
-    "no-run-id": lambda t: t.drop(columns=["run_id"]),
-    "seed": lambda t: t.assign(seed=7),
-    "duplicated": lambda t: t.loc[t.index.repeat(2)],
-    "no-status": lambda t: t.drop(columns=["status"]),
-    "all-failed": lambda t: t.assign(status="failed"),
-    "weird": lambda t: t.assign(status="weird"),
-    "escape": lambda t: t.assign(matrix="../../escaped"),
-}
-
-
-def _edited_results(root: Path, places: dict) -> None:
-    import pandas as pd
-
-    for name, edit in EDITS.items():
-        shutil.copytree(places["results"], root / f"edited-{name}")
-        path = root / f"edited-{name}" / "runs.csv"
-        edit(pd.read_csv(path, keep_default_na=False)).to_csv(path, index=False)
-        places[f"edited_{name}"] = root / f"edited-{name}"
 
 
 def expand(arg: str, places: dict) -> str:

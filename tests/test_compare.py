@@ -99,36 +99,43 @@ def test_runs_on_different_texts_or_of_different_kinds_are_refused(runs, tmp_pat
 
 
 def test_runs_stopped_as_not_learning_are_left_out_and_named(runs, tmp_path):
-    import pandas as pd
-
     _, data, _ = runs
     for name in ("a", "b"):
         (tmp_path / f"{name}.toml").write_text(MATRIX.replace('name = "toy"', f'name = "{name}"')
                                                .replace("seed = [0]", "seed = [0, 1]"))
         run_matrix(tmp_path / f"{name}.toml", tmp_path / name, data_dir=data, execution=Execution(show_progress=False))
-    table = pd.read_csv(tmp_path / "b" / "runs.csv")
-    stuck = table.iloc[[1]].assign(status="not-learning", error="TrainingNotLearning: not learning: ...")
-    stuck = stuck[["model", "tokenizer", "dataset", "seed", "match", "run_dir", "status", "error"]]
-    pd.concat([table.iloc[[0]], stuck]).to_csv(tmp_path / "b" / "runs.csv", index=False)
+    stuck = sorted((tmp_path / "b").glob("*-s1-*"))[0]  # as a run stopped at its floor leaves its folder
+    (stuck / "result.json").unlink()
+    status = json.loads((stuck / "status.json").read_text())
+    (stuck / "status.json").write_text(json.dumps({**status, "status": "not-learning",
+                                                   "error": "TrainingNotLearning: not learning: ..."}))
     code, out, err = call(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"])
     assert code == 0, err
     [row] = json.loads(out)["rows"]
     assert row["seeds"] == "2 / 1"  # the stopped run is no seed of its cell
-    assert f"NOT LEARNING, left out: B has 1 run(s) stopped at their unigram floor ({table['run_dir'][1]})" in \
+    assert f"NOT LEARNING, left out: B has 1 run(s) stopped at their unigram floor ({stuck.name})" in \
         json.loads(out)["notes"]
 
 
-def test_the_numbers_are_the_runs_results_not_the_columns_of_runs_csv(matrices, tmp_path):
+@pytest.mark.parametrize("damage", ["deleted", "torn", "edited"])
+def test_runs_csv_is_an_index_compare_never_reads(matrices, tmp_path, damage):
+    """The run folders are the truth: runs.csv deleted, torn or edited changes nothing compare prints."""
     import pandas as pd
 
     a, b = matrices
     shutil.copytree(b, tmp_path / "b")
-    table = pd.read_csv(tmp_path / "b" / "runs.csv")  # columns of the results, which compare no longer reads
-    table.drop(columns=["seed", "test_bits_per_byte", "data_sha256_test", "test_lossless"]).to_csv(
-        tmp_path / "b" / "runs.csv", index=False)
+    index = tmp_path / "b" / "runs.csv"
+    if damage == "deleted":
+        index.unlink()
+    elif damage == "torn":
+        index.write_text(index.read_text()[:-40] + "\n")
+    else:
+        table = pd.read_csv(index)
+        table.drop(columns=["seed", "data_sha256_test", "test_lossless"]).assign(test_bits_per_byte=0.5).to_csv(
+            index, index=False)
     code, out, err = call(["compare", str(a), str(tmp_path / "b"), "--json"])
     assert code == 0, err
-    assert strict_json(out)["rows"] == strict_json(call(["compare", str(a), str(b), "--json"])[1])["rows"]
+    assert out.replace(str(tmp_path / "b"), str(b)) == call(["compare", str(a), str(b), "--json"])[1]
 
 
 def test_a_result_whose_bits_per_byte_was_made_nan_is_refused_never_compared(matrices, tmp_path):

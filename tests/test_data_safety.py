@@ -442,10 +442,10 @@ def test_a_report_whose_owner_file_is_lost_is_never_replaced(owned, tmp_path, cl
         assert _everything(report) == before
 
 
-def test_a_results_folder_whose_owner_file_is_lost_is_known_by_its_runs_table(owned, data_dir, tmp_path, cli_here,
-                                                                              one_line_error):
-    """Without owner.json (and without matrix.toml) the results folder still says which config it ran: runs.csv
-    records the config's sha256; a config with other contents, its name or not, is refused."""
+def test_a_results_folder_whose_owner_file_is_lost_is_known_by_its_runs(owned, data_dir, tmp_path, cli_here,
+                                                                         one_line_error):
+    """Without owner.json (and without matrix.toml) the results folder still says which config it ran: each run
+    folder's cell.json records the config's sha256; a config with other contents, its name or not, is refused."""
     root, _, config = owned
     results = tmp_path / "results"
     shutil.copytree(root / "results" / "toy", results)
@@ -457,9 +457,9 @@ def test_a_results_folder_whose_owner_file_is_lost_is_known_by_its_runs_table(ow
             if not keep:
                 (results / "matrix.toml").unlink(missing_ok=True)
             one_line_error(cli_here("run-matrix", str(other), "--data-dir", str(data_dir), "--results", str(results),
-                                    "--dry-run"), "runs.csv records its sha256")
+                                    "--dry-run"), "cell.json record its sha256")
     again = cli_here("run-matrix", str(config), "--data-dir", str(data_dir), "--results", str(results), "--dry-run")
-    assert again.returncode == 0, again.stderr  # the config whose contents runs.csv records: its own
+    assert again.returncode == 0, again.stderr  # the config whose contents its runs record: its own
 
 
 def test_a_moved_report_or_config_is_named_where_it_is(tmp_path):

@@ -94,13 +94,40 @@ def test_eval_hf_writes_a_result_of_the_trained_runs_schema(tiny_gpt2, data_dir,
                "--data-dir", str(data_dir), "--out", str(out), "--json", env={"HF_HUB_OFFLINE": "1", "PATH": ""})
     assert done.returncode == 0, done.stderr
     result = json.loads((out / "result.json").read_text())
-    assert result["training"] is None and result["status"] == "done" and result["schema_version"] == 2
+    assert result["training"] is None and result["status"] == "done" and result["schema_version"] == 3
     test = result["metrics"]["test"]
     assert test["n_bytes"] == len((data_dir / "toy" / "test.txt").read_bytes()) and test["lossless"] is True
     assert result["evaluation"]["layout"]["window"] == 64
     again = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--window", "64", "--stride", "16",
                 "--data-dir", str(data_dir), "--out", str(out), env={"HF_HUB_OFFLINE": "1", "PATH": ""})
     assert again.returncode == 1 and "holds another run" in again.stderr
+
+
+def test_a_pretrained_result_is_its_own_kind_with_no_training_spec(tiny_gpt2, data_dir, tmp_path):
+    """A pretrained model's result records its model folder and scored split, not a training spec with sentinel
+    values (preset "pretrained", no seed) that validate_spec would refuse; one written as a trained run's (schema
+    version 2) reads as the same result."""
+    from bench.engine.result import RunResult
+
+    out = tmp_path / "hf"
+    evaluate_pretrained(HFEvalSettings(str(tiny_gpt2), "toy", window=64, stride=32, data_dir=str(data_dir),
+                                       out_dir=str(out)))
+    written = json.loads((out / "result.json").read_text())
+    assert written.get("kind") == "pretrained" and written["spec"] is None and written["resolved"] == {}
+    assert written["training"] is None and written["model"]["train_flops_per_token"] is None
+    source = written["pretrained"]
+    assert (source["model_dir"], source["dataset"], source["split"]) == (str(tiny_gpt2), "toy", "test")
+    result = RunResult.read(out / "result.json")
+    assert result.kind == "pretrained" and result.spec is None and result.pretrained.out_dir == str(out)
+    sentinel_spec = {"model": f"hf:{tiny_gpt2.name}", "preset": "pretrained", "tokenizer": f"hf:{tiny_gpt2}",
+                     "dataset": "toy", "seed": 0, "overrides": {"split": "test", **written["evaluation"]["layout"]},
+                     "data_dir": str(data_dir), "out_dir": str(out)}
+    version_2 = {**{k: v for k, v in written.items() if k not in ("kind", "pretrained")}, "schema_version": 2,
+                 "spec": sentinel_spec,
+                 "resolved": {"model": {"model_dir": source["model_dir"], "model_type": source["model_type"],
+                                        "weights_sha256": source["weights_sha256"]}, "train": {}}}
+    (out / "result.json").write_text(json.dumps(version_2))
+    assert RunResult.read(out / "result.json") == result
 
 
 def test_lm_eval_conventions_match_the_harness(tiny_gpt2, data_dir):

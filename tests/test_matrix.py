@@ -227,11 +227,11 @@ def test_config_errors_are_one_line(tmp_path, cli_here, one_line_error):
                    'chars = 100\n[context]\nchars = 10\n[models.lstm]\nlr = [1e-3, 3e-3]\n')
     one_line_error(cli_here("run-matrix", str(bad), "--dry-run"), "for lr: expected one value", "[axes] or [[include]]")
     one_line_error(cli_here("run-matrix", str(tmp_path / "missing.toml")), "does not exist")
-    one_line_error(cli_here("report", str(tmp_path)), "runs.csv does not exist")
+    one_line_error(cli_here("report", str(tmp_path)), "holds no run of a matrix")
     (tmp_path / "runs.csv").write_text("model,tokenizer,dataset,seed,match,phase,run_dir,status,comparable,"
                                        "test_lossless,matrix\nlstm,byte,toy,0,chars,,gone-run,done,True,True,t\n")
     one_line_error(cli_here("report", str(tmp_path), "--out", str(tmp_path / "report")),
-                          "lists gone-run as done but")
+                   "holds no run of a matrix")  # runs.csv is an index, never read back
     assert not (tmp_path / "report").exists()
 
 
@@ -499,18 +499,3 @@ def test_each_finished_run_says_what_it_measured_and_a_resume_says_how_many_resu
     (run / "result.json").unlink()  # as if killed after its last checkpoint
     run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False))
     assert "1 to run (1 of them resume from a checkpoint; in-process" in capsys.readouterr().err
-
-
-def test_a_runs_tokenizer_is_its_cells_as_the_config_writes_it():
-    """runs.csv keeps the tokenizer as the config writes it; the run records it parsed, a pretrained path from the
-    config's folder: the report's check of each row against its result.json takes both for the same."""
-    from bench.study.grid import is_cell_tokenizer
-
-    assert is_cell_tokenizer("bpe:300", "bpe:0300") and not is_cell_tokenizer("bpe:300", "bpe:512")
-    assert is_cell_tokenizer("hf:configs/my tok ✓", "hf:my tok ✓") and is_cell_tokenizer("spm:a/../m.model",
-                                                                                         "spm:../m.model")
-    assert is_cell_tokenizer("hf:/models/gpt2", "hf:/models/gpt2")
-    for run, cell in (("hf:configs/xtok", "hf:tok"), ("spm:configs/tok", "hf:tok"), ("hf:a/models/gpt2",
-                                                                                     "hf:/models/gpt2"),
-                      ("byte", "garbage")):
-        assert not is_cell_tokenizer(run, cell), (run, cell)

@@ -51,7 +51,7 @@ def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
     result = train(spec(data_dir, tmp_path / "run"), show_progress=False)
     assert result.status == "done"
     saved = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert saved["status"] == "done" and saved["schema_version"] == 2
+    assert saved["status"] == "done" and saved["schema_version"] == 3
     for split in ("valid", "test"):
         m = saved["metrics"][split]
         for key in ("total_nll_nats", "n_tokens", "n_bytes", "n_chars", "n_words", "n_lines", "bits_per_byte",

@@ -86,7 +86,7 @@ def run_matrix_command(
 
 
 def report_command(
-    results: Path = typer.Argument(..., metavar="RESULTS_DIR", help="A matrix's results folder (with runs.csv)."),
+    results: Path = typer.Argument(..., metavar="RESULTS_DIR", help="A matrix's results folder (its run folders)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<matrix name>)."),
     metric: str = typer.Option("byte", "--metric", help="The loss every figure draws: byte (bits per byte) or char "
                                "(bits per character). The tables show both."),

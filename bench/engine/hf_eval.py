@@ -7,7 +7,8 @@ bench.models.pretrained): cut into ``streams`` pieces read side by side, the fir
 the model's beginning-of-text token, the rest in chunks of ``stride`` tokens inside a sliding window of
 ``window`` positions, so each token is predicted once, with at least ``window - stride`` tokens before it (fewer
 at the start of a piece). The total NLL gives every metric, in a ``result.json`` of the same schema as a trained
-run (no training part), so the report shows the model beside the study's.
+run, of kind ``pretrained`` (its model folder and scored split in place of a training spec, and no training
+part), so the report shows the model beside the study's.
 
 With ``lm_eval_conventions``, the model is also scored as lm-evaluation-harness scores its ``wikitext``
 task (documents apart, its detokenizer, disjoint windows, words counted on the original documents), with
@@ -278,9 +279,8 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, lm: Pretrain
     import datetime as _dt
 
     from bench.engine.device import describe
-    from bench.engine.result import (DONE, DataSummary, EvaluationSummary, ModelSummary, Provenance,
-                                     SplitProvenance, TokenizerSummary)
-    from bench.engine.spec import RunSpec
+    from bench.engine.result import (DONE, PRETRAINED, DataSummary, EvaluationSummary, ModelSummary,
+                                     PretrainedSource, Provenance, SplitProvenance, TokenizerSummary)
     from bench.provenance import comparability, git_commit, library_versions, machine
 
     folder, split, model = Path(settings.model_dir), identity.split, lm.inner
@@ -289,12 +289,9 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, lm: Pretrain
     notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return RunResult(
-        status=DONE, run_id=identity.run_id,
-        spec=RunSpec(model=f"hf:{folder.name}", preset="pretrained", tokenizer=f"hf:{folder}",
-                     dataset=settings.dataset, overrides={"split": settings.split, **layout},
-                     data_dir=settings.data_dir, out_dir=settings.out_dir),
-        resolved={"model": {"model_dir": str(folder), "model_type": model.config.model_type,
-                            "weights_sha256": identity.weights_sha256}, "train": {}},
+        status=DONE, run_id=identity.run_id, spec=None, resolved={}, kind=PRETRAINED,
+        pretrained=PretrainedSource(str(folder), model.config.model_type, identity.weights_sha256, settings.dataset,
+                                    settings.split, settings.data_dir, settings.out_dir),
         model=ModelSummary(f"hf:{folder.name}", lm.num_params(), lm.non_embedding_params(), None),
         tokenizer=TokenizerSummary(f"hf:{folder.name}", identity.tokenizer_sha256, len(tokenizer), None,
                                    {settings.split: metrics.lossless}),

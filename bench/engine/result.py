@@ -1,11 +1,13 @@
 """The result of a run: one schema, written as ``result.json`` and flattened into ``runs.csv``.
 
 Every reader (the matrix, the report and its analyses, ``bench eval``) goes through
-these dataclasses. Layout of ``result.json`` (schema version 2)::
+these dataclasses. Layout of ``result.json`` (schema version 3)::
 
-    schema_version, status ("done"), run_id
-    spec          the RunSpec as asked for (bench.engine.spec)
-    resolved      {model: the model config, train: the TrainConfig} after resolution
+    schema_version, kind ("trained", or "pretrained": a model trained elsewhere, scored by bench eval-hf),
+    status ("done"), run_id
+    spec          a trained run's RunSpec as asked for (bench.engine.spec); null for a pretrained model
+    resolved      {model: the model config, train: the TrainConfig} after resolution; {} for a pretrained model
+    pretrained    a pretrained model's folder, weights and scored split (PretrainedSource); null for a trained run
     model         name, params_total, params_non_embedding, train_flops_per_token
     tokenizer     scheme, hash, vocab_size, chars_per_token_train, lossless per split
     data          corpus, verified, splits: per split file, size, sha256, status, verified
@@ -19,7 +21,8 @@ these dataclasses. Layout of ``result.json`` (schema version 2)::
     comparable, comparability_notes
     provenance    git commit and dirty flag, library versions, device, machine, start, finish, wall seconds
 
-Version 1 files (no ``schema_version``, status "completed") are read as version 2.
+Version 1 files (no ``schema_version``, status "completed") and version 2 files (no ``kind``: a pretrained
+model's result a trained run's with preset "pretrained" and no training) are read as version 3.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from bench.errors import BenchError
 from bench.metrics import normalize_counts
 from bench.run_files import RESULT
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+TRAINED = "trained"
+PRETRAINED = "pretrained"
 
 
 # The status of every result: a result is written when a run has finished (where a run of a study stands, the
@@ -177,11 +182,25 @@ class Provenance:
 
 
 @dataclass
+class PretrainedSource:
+    """What a model trained elsewhere has in place of a training spec: its folder and weights, and the split it
+    scored (the windows are the evaluation's layout)."""
+
+    model_dir: str
+    model_type: str
+    weights_sha256: str
+    dataset: str
+    split: str
+    data_dir: Optional[str]
+    out_dir: Optional[str]
+
+
+@dataclass
 class RunResult:
     status: str  # DONE
     run_id: str
-    spec: RunSpec
-    resolved: dict[str, dict]  # model, train
+    spec: Optional[RunSpec]  # None for a pretrained model: its ``pretrained`` instead
+    resolved: dict[str, dict]  # model, train; empty for a pretrained model
     model: ModelSummary
     tokenizer: TokenizerSummary
     data: DataSummary
@@ -191,18 +210,30 @@ class RunResult:
     comparable: bool
     comparability_notes: list[str]
     provenance: Provenance
+    kind: str = TRAINED  # or PRETRAINED
+    pretrained: Optional[PretrainedSource] = None  # a pretrained model's, in place of spec and training
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict:
-        data = {"schema_version": self.schema_version}
-        data.update({f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "schema_version"})
+        data = {"schema_version": self.schema_version, "kind": self.kind}
+        data.update({f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in data})
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> "RunResult":
         status = DONE if data["status"] == "completed" else data["status"]  # "completed": schema version 1
         data = {**data, "schema_version": SCHEMA_VERSION, "status": status}
-        return _build(cls, data)
+        result = _build(cls, data if "kind" in data else _version_2_kind(data))
+        if (result.kind, result.spec is None, result.pretrained is None) not in ((TRAINED, False, True),
+                                                                                 (PRETRAINED, True, False)):
+            raise ValueError(f"kind {result.kind!r} needs a spec (trained) or pretrained (pretrained), not both")
+        return result
+
+    def moved_to(self, run_dir: Path) -> "RunResult":
+        """The result where it was found, not where it was written (a folder moved or copied since)."""
+        if self.pretrained is not None:
+            return dataclasses.replace(self, pretrained=dataclasses.replace(self.pretrained, out_dir=str(run_dir)))
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, out_dir=str(run_dir)))
 
     @classmethod
     def read(cls, path: str | Path) -> "RunResult":
@@ -221,7 +252,7 @@ class RunResult:
     def flat(self) -> dict[str, Any]:
         """The result as one runs.csv row (after the matrix's own columns); a model trained elsewhere leaves the
         training columns empty."""
-        layout, prov, bptt = self.evaluation.layout, self.provenance, self.resolved["train"].get("bptt")
+        layout, prov, bptt = self.evaluation.layout, self.provenance, self.resolved.get("train", {}).get("bptt")
         cpt = self.tokenizer.chars_per_token_train
         row: dict[str, Any] = {
             "verified": self.data.verified, "comparable": self.comparable,
@@ -248,6 +279,19 @@ class RunResult:
             row[f"data_sha256_{split}"] = info.sha256
             row[f"data_status_{split}"] = info.status
         return row
+
+
+def _version_2_kind(data: dict) -> dict:
+    """A result of schema version 1 or 2 as version 3: a pretrained model's was written as a trained run's, with
+    preset "pretrained", no training and its model folder and weights as the resolved model."""
+    spec = data.get("spec")
+    if not (isinstance(spec, dict) and spec.get("preset") == PRETRAINED and data.get("training") is None):
+        return {**data, "kind": TRAINED}
+    model = data["resolved"]["model"]
+    source = {"model_dir": model["model_dir"], "model_type": model["model_type"],
+              "weights_sha256": model["weights_sha256"], "dataset": spec["dataset"],
+              "split": spec["overrides"]["split"], "data_dir": spec.get("data_dir"), "out_dir": spec.get("out_dir")}
+    return {**data, "kind": PRETRAINED, "spec": None, "resolved": {}, "pretrained": source}
 
 
 def _plain(value: Any) -> Any:
@@ -320,5 +364,4 @@ def finished_result(run_dir: Path, run_id: str) -> RunResult | None:
     result = RunResult.read(path)
     if result.run_id != run_id or result.status != DONE:
         return None
-    # a folder moved or copied since: the result is where it was found, not where it was written
-    return dataclasses.replace(result, spec=dataclasses.replace(result.spec, out_dir=str(run_dir)))
+    return result.moved_to(run_dir)

@@ -30,7 +30,7 @@ from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
 class FinishedRun:
     """What the analyses need from one finished run."""
 
-    row: dict  # its runs.csv row
+    row: dict  # its row of the runs table (bench.study.runs_table)
     result: RunResult
     run_dir: Path
 

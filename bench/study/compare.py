@@ -7,9 +7,9 @@ losses (one trained model a side: the interval covers the text sample only, and 
 Two results folders: each cell they share (the same value of every axis but the seed, and the same phase), the
 seed means of test bits per byte, and A - B with the interval and p-value of one Welch t over seeds (Holm-adjusted
 over the cells), as the report computes them. Runs scored on different texts are refused: their numbers do not
-compare. Every number comes from the run folders' own result.json, each checked against its runs.csv row as the
-report checks it (runs_table.finished_runs): an edited or stale runs.csv is refused, never counted, and so is a
-result.json whose numbers its own total NLL and counts do not give. A perplexity that is not finite (one too large
+compare. Every number comes from the run folders' own result.json, read as the report reads them
+(runs_table.read_runs_table; runs.csv is never read): a result.json whose numbers its own total NLL and counts do
+not give is refused. A perplexity that is not finite (one too large
 for a float, or of a text without words) is left out and named in a note, never compared.
 """
 
@@ -23,7 +23,7 @@ import pandas as pd
 
 from bench.errors import BenchError
 from bench.metrics import METRICS, compare_label, shown_metrics
-from bench.run_files import RESULT
+from bench.run_files import CELL, RESULT
 from bench.study.run_status import RunStatus
 from bench.study.report_tables import interval_text
 from bench.study.uncertainty import compare, holm
@@ -42,14 +42,14 @@ def compare_paths(a: Path, b: Path) -> Compared:
         return compare_runs(a, b)
     if kinds == {"results"}:
         return compare_results(a, b)
-    raise BenchError(f"give two run folders (with result.json) or two results folders (with runs.csv); {a} is a "
-                     f"{_kind(a)} and {b} a {_kind(b)}")
+    raise BenchError(f"give two run folders (with result.json) or two results folders (a matrix's run folders); "
+                     f"{a} is a {_kind(a)} and {b} a {_kind(b)}")
 
 
 def _kind(path: Path) -> str:
     if (path / RESULT).is_file():
         return "run"
-    if (path / "runs.csv").is_file():
+    if any(path.glob(f"*/{CELL}")):
         return "results"
     if not path.exists():
         raise BenchError(f"{path} does not exist; give a run folder or a matrix's results folder")
@@ -97,7 +97,8 @@ def compare_runs(a: Path, b: Path) -> Compared:
 
 
 def _describe(result) -> str:
-    return f"{result.spec.model}, {result.tokenizer.scheme}, {result.spec.dataset}, seed {result.spec.seed}"
+    seed = f", seed {result.spec.seed}" if result.spec is not None else ""  # a pretrained model has none
+    return f"{result.model.name}, {result.tokenizer.scheme}, {result.data.corpus}{seed}"
 
 
 def _test_text(run) -> str:
@@ -115,11 +116,10 @@ def _finite(value) -> bool:
 
 
 def compare_results(a: Path, b: Path) -> Compared:
-    from bench.study.runs_table import FIRST_AFTER_AXES, finished_runs, read_runs_table
+    from bench.study.runs_table import FIRST_AFTER_AXES, read_runs_table
 
     tables = [read_runs_table(path) for path in (a, b)]
-    # every number from the runs' own result.json, each checked against its row (as the report reads them)
-    runs = [finished_runs(path, table.done()) for path, table in zip((a, b), tables)]
+    runs = [table.runs for table in tables]  # every number from the runs' own result.json, as the report reads them
     keys = [k for k in tables[0].axes if k != "seed" and k in tables[1].axes] + [FIRST_AFTER_AXES]
     notes = [f"A: {a}; B: {b}. Seed means of test bits per byte; A - B with one Welch t over seeds (its interval "
              "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
@@ -162,7 +162,7 @@ def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: lis
             unscored.append(name)
             continue
         key = tuple("" if pd.isna(run.row[k]) else run.row[k] for k in keys)
-        cell, seed = cells.setdefault(key, {}), run.result.spec.seed
+        cell, seed = cells.setdefault(key, {}), run.result.spec.seed if run.result.spec is not None else None
         if seed in cell:  # an axis of this side's matrix that the other lacks
             raise BenchError(f"{path}: {cell[seed].run_dir.name} and {name} are both seed {seed} of cell "
                              f"{dict(zip(keys, key))}; compare the results of matrices with the same axes")
@@ -170,10 +170,6 @@ def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: lis
     if unscored:
         notes.append(f"NOT SCORED ON TEST, left out: {side} has {len(unscored)} finished run(s) with no test-split "
                      f"result ({', '.join(unscored)}); score them with bench eval RUN --split test")
-    unread = sorted(set(table.done()["run_dir"].astype(str)) - set(runs))
-    if unread:  # pretrained models listed as done whose folder holds no result
-        notes.append(f"NO RESULT, left out: {side} lists {len(unread)} run(s) as done with no result.json "
-                     f"({', '.join(unread)})")
     stuck = table.rows[table.rows["status"] == RunStatus.NOT_LEARNING.value]
     if not stuck.empty:  # stopped at their unigram floor: not results, and not in the seed means above
         notes.append(f"NOT LEARNING, left out: {side} has {len(stuck)} run(s) stopped at their unigram floor ("

@@ -1,11 +1,11 @@
-"""``bench run-matrix``: plan a study, run what is not done, record every outcome in ``runs.csv``.
+"""``bench run-matrix``: plan a study, run what is not done, record every outcome in its run folder.
 
 One runner serves one job and N jobs: chains of runs (a cell's phases, in order) are
 executed in this process (``--jobs 1``, progress shown on the terminal) or in N
 worker processes, each writing its runs' output to the run folder's ``train.log``
 (what a worker does: ``bench.study.worker``). A failed run (divergence, out of memory, an error) is recorded
-with its status and error and the matrix goes on; ``runs.csv`` is rewritten after
-every chain.
+with its status and error and the matrix goes on; the index ``runs.csv`` is rebuilt from the run folders after
+every chain (bench.study.runs_table).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from bench.engine.spec import RunSpec, validate_spec
 from bench.errors import USER_ERRORS, BenchError
 from bench.run_files import run_folder_name
 from bench.study.config import MatrixConfig, read_config
-from tokenizers_study import is_pretrained, parse_scheme
+from tokenizers_study import is_pretrained
 
 CORE_AXES = ("model", "preset", "tokenizer", "dataset", "seed", "match")
 # rule -> (the [budget] key that is held equal, the [context] key that is held equal)
@@ -109,19 +109,6 @@ def _pretrained_path(scheme: str, config_dir: Path) -> str:
     if is_pretrained(scheme) and path and not Path(path).is_absolute():
         return f"{family}:{config_dir / path}"
     return scheme
-
-
-def is_cell_tokenizer(run_scheme: str, cell_scheme: str) -> bool:
-    """Whether a run's tokenizer is its cell's as the config writes it: the same scheme once parsed (bpe:0300 is
-    bpe:300), a pretrained path with the config's folder in front (``_pretrained_path``)."""
-    try:
-        run, cell = parse_scheme(run_scheme), parse_scheme(cell_scheme)
-    except USER_ERRORS:  # an edited row
-        return False
-    if cell.path is None or Path(cell.path).is_absolute():
-        return run.name == cell.name
-    written = Path(cell.path).parts
-    return run.family == cell.family and run.path is not None and Path(run.path).parts[-len(written):] == written
 
 
 def cell_specs(config: MatrixConfig) -> list[RunSpec]:

@@ -12,8 +12,9 @@
 
 Each entry and dataset is one run of the test split, in ``results/<matrix>/hf-<name>-<dataset>-<run id>``,
 scored by the matrix process itself after the trained runs and skipped once its result is there. Its
-runs.csv row has model and tokenizer ``hf:<name>``, preset and match ``pretrained`` and no seed; the
-report shows it in the main table and the attack figure, apart from the comparisons of trained runs.
+cell has model and tokenizer ``hf:<name>``, preset and match ``pretrained`` and no seed; its result is of kind
+``pretrained`` (bench.engine.result); the report shows it in the main table and the attack figure, apart from
+the comparisons of trained runs.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """``bench report RESULTS_DIR``: the study as ``report.md``, a self-contained ``report.html``
 and every figure as PNG and SVG, under ``reports/<matrix>/``.
 
-The runs come from the matrix's ``runs.csv`` (bench.study.runs_table) and each finished
-run's ``result.json`` and artefacts (bench.study.analysis.FinishedRun); the tables are
+The runs come from the matrix's run folders (bench.study.runs_table): each finished run's
+``result.json`` and artefacts (bench.study.analysis.FinishedRun), the others' status; the tables are
 computed in bench.study.report_tables, the figures drawn in bench.study.figures.
 """
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.engine.result import TRAINED
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.metrics import BITS_PER_BYTE_CORPORA
@@ -27,12 +28,11 @@ from bench.study.rendering import ReportPage
 from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
-from bench.study.pretrained import PRETRAINED
 from bench.study.report_appendix import definitions_section, provenance_section
 from bench.study.report_tables import (TEXT_INTERVAL, closed_vocabulary_rows, main_columns, main_table, marginal_rows,
                                        matching_rows, paired_rows, power_line, pretrained_rows)
 from bench.study.run_status import RunStatus
-from bench.study.runs_table import finished_runs, read_runs_table
+from bench.study.runs_table import read_runs_table
 from tokenizers_study import FAMILIES
 
 
@@ -41,7 +41,7 @@ class Study:
     """A matrix's runs as the report reads them."""
 
     name: str
-    table: pd.DataFrame  # every row of runs.csv
+    table: pd.DataFrame  # every run with a folder
     done: pd.DataFrame  # the finished runs trained here, with report columns (flags, lossless_bool)
     pretrained: pd.DataFrame  # the finished [[pretrained]] runs, with the same columns
     axes: list[str]
@@ -51,37 +51,34 @@ class Study:
 
 
 def load_study(results_dir: Path) -> Study:
-    """All rows of runs.csv, the finished ones with flags, and each finished run's result (each row checked
-    against it: the run folder is the source of truth)."""
+    """Every run of the matrix from its folder: the finished ones with flags and their results."""
     runs_table = read_runs_table(results_dir)
     table = runs_table.rows
     done = runs_table.done()
     if done.empty:
         counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
-        raise BenchError(f"{results_dir / 'runs.csv'}: no run has finished ({counts}: see each run's status and error "
-                         f"there); nothing to report yet")
-    checked = finished_runs(results_dir, done)  # before any number is used
-    done = pd.DataFrame([checked[r].row if r in checked else row for r, row in zip(done["run_dir"],
-                                                                                  done.to_dict("records"))],
-                        index=done.index)  # with the columns runs.csv lacked taken from the results
+        raise BenchError(f"{results_dir}: no run has finished ({counts}: see each run folder's status.json); nothing "
+                         f"to report yet")
+    done = pd.DataFrame([runs_table.runs[r].row for r in done["run_dir"]], index=done.index)
     scored = pd.to_numeric(done.get("test_bits_per_byte", pd.Series(index=done.index, dtype=float)), errors="coerce")
     valid_only, done = list(done.loc[scored.isna(), "run_dir"]), done[scored.notna()].copy()
     if done.empty:
-        raise BenchError(f"{results_dir / 'runs.csv'}: no finished run was scored on the test split (final_eval_splits "
-                         f"= valid); the report compares test numbers: score them with bench eval RUN --split test")
+        raise BenchError(f"{results_dir}: no finished run was scored on the test split (final_eval_splits = valid); "
+                         f"the report compares test numbers: score them with bench eval RUN --split test")
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
     done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
     done["flags"] = [run_flags(r) for _, r in done.iterrows()]
-    pretrained, done = done[done["match"] == PRETRAINED], done[done["match"] != PRETRAINED].copy()
+    trained = done["run_dir"].map(lambda run_dir: runs_table.runs[run_dir].result.kind == TRAINED)
+    pretrained, done = done[~trained], done[trained].copy()
     if done.empty:
-        raise BenchError(f"{results_dir / 'runs.csv'}: no trained run has finished yet (the report compares trained "
-                         f"runs; pretrained models are shown beside them); run `bench run-matrix` first")
+        raise BenchError(f"{results_dir}: no trained run has finished yet (the report compares trained runs; "
+                         f"pretrained models are shown beside them); run `bench run-matrix` first")
     done["seed"] = done["seed"].astype(int)  # a float column when pretrained rows (no seed) share the table
-    name = str(table["matrix"].iloc[0]) if "matrix" in table else results_dir.name
+    name = str(table["matrix"].iloc[0])
     if not is_matrix_name(name):  # it names the default report folder: never a path
-        raise BenchError(f"{results_dir / 'runs.csv'}: matrix name {name!r} is not a matrix name (letters, digits, '-' "
-                         f"and '_'); run `bench run-matrix CONFIG` again to rewrite runs.csv")
-    runs = {run_dir: checked[run_dir] for run_dir in done["run_dir"]}
+        raise BenchError(f"{results_dir}: matrix name {name!r} is not a matrix name (letters, digits, '-' and '_'); "
+                         f"run `bench run-matrix CONFIG` again to rewrite the run folders' cell.json")
+    runs = {run_dir: runs_table.runs[run_dir] for run_dir in done["run_dir"]}
     for run in runs.values():  # a damaged learning curve is refused here, before anything is computed or written
         _ = run.log
     return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only)

@@ -91,8 +91,19 @@ def locked_record(run_dir: Path, run_id: str, attempt: Callable[[], Attempt]) ->
 
 
 def failure_text(exc: BaseException) -> str:
-    """A failure as runs.csv and status.json record it: one line."""
+    """A failure as status.json records it: one line."""
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+
+
+def folder_status(run_dir: Path, run_id: str) -> tuple[RunStatus, str]:
+    """Where a run stands by its folder alone, and its last attempt's error: finished by its result, else
+    running by its lock, else the outcome its status.json records (failed, interrupted, ...), else partial or new."""
+    record = Attempt.read(run_dir)
+    error = record.error if record else ""
+    status = current_status(run_dir, run_id)
+    if status in (RunStatus.PARTIAL, RunStatus.NEW) and record is not None and record.status is not RunStatus.DONE:
+        status = record.status
+    return status, error
 
 
 def current_status(run_dir: Path, run_id: str) -> RunStatus:

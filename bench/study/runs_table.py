@@ -1,175 +1,147 @@
-"""``runs.csv``: one row per run of a matrix, written after every run and read by the report and by compare
-(each finished row checked against its run folder first: :func:`finished_runs`).
+"""The index of a matrix's runs, rebuilt from its run folders: the folders are the only source of truth.
 
-Columns, in order: the cell's axes (``model``, ``preset``, ``tokenizer``, ``dataset``,
-``seed``, ``match``, then any other axis of the config), then ``phase``, ``run_id``,
-``run_dir``, ``status``, ``error``, ``matrix``, ``config_sha256``, and for finished runs
-the flattened result (:meth:`bench.engine.result.RunResult.flat`). The axes are
-therefore the columns before ``phase``: :func:`read_runs_table` returns them. Pretrained models
-(:mod:`bench.study.pretrained`) follow the trained runs, with match ``pretrained``.
+Each run folder of a matrix holds ``cell.json`` (written by ``bench run-matrix``: the matrix, its config's sha256,
+the run's place in the plan, its cell and phase and run id) beside its ``result.json`` (a finished run) or its
+``status.json`` (the outcome of its last attempt). :func:`read_runs_table` reads every run folder that says it is a run
+of the current plan; the report and ``bench compare`` read that and nothing else. ``runs.csv`` is the same index
+written for users and tools (with the planned runs that have no folder yet): nothing reads it back.
+
+Columns, in order: the cell's axes (``model``, ``preset``, ``tokenizer``, ``dataset``, ``seed``, ``match``, then any
+other axis of the config), then ``phase``, ``run_id``, ``run_dir``, ``status``, ``error``, ``matrix``,
+``config_sha256``, and for finished runs the flattened result (:meth:`bench.engine.result.RunResult.flat`).
+Pretrained models (:mod:`bench.study.pretrained`) follow the trained runs, with match ``pretrained``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import math
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from bench.engine.result import RunResult, finished_result
+from bench.engine.result import finished_result
 from bench.errors import BenchError
-from bench.fileio import update_text
-from bench.run_files import RESULT
+from bench.fileio import json_text, update_text
+from bench.run_files import CELL
 from bench.study.config import MatrixConfig
-from bench.study.grid import CORE_AXES, is_cell_tokenizer
+from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
-from bench.study.pretrained import PRETRAINED, PretrainedRun
-from bench.study.run_status import Attempt, RunStatus
+from bench.study.pretrained import PretrainedRun
+from bench.study.run_status import RunStatus, folder_status
 
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"
-REBUILD = "run `bench run-matrix CONFIG` again to rewrite runs.csv from the run folders"
-
-
-def run_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str, Any]:
-    """One runs.csv row: axes, status, and for a finished run every metric, count and provenance field."""
-    row: dict[str, Any] = {k: run.cell.get(k) for k in CORE_AXES}
-    row.update({k: v for k, v in run.cell.items() if k not in CORE_AXES})
-    row.update({FIRST_AFTER_AXES: run.phase or ""}, run_id=run.run_id or "",
-               run_dir=run.run_dir.name if run.run_dir else "", status=run.status.value, error=run.problem or "",
-               matrix=config.name, config_sha256=config.sha256)
-    if run.run_dir is None:
-        return row
-    record = Attempt.read(run.run_dir)
-    if record is not None:
-        row["error"] = record.error
-    if run.status is RunStatus.DONE:
-        row.update(RunResult.read(run.run_dir / RESULT).flat())
-    return row
-
-
-def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, results_dir: Path,
-                     pretrained: list[PretrainedRun] = ()) -> Path:
-    rows = [run_row(run, config) for chain in chains for run in chain] + [run_row(r, config) for r in pretrained]
-    columns: list[str] = []
-    for row in rows:
-        columns += [k for k in row if k not in columns]
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    path = results_dir / RUNS_CSV
-    update_text(path, buffer.getvalue())
-    return path
+REWRITE = "run `bench run-matrix CONFIG` again to rewrite the run folders' cell.json"
 
 
 @dataclass
 class RunsTable:
-    rows: pd.DataFrame  # every run
+    rows: pd.DataFrame  # every run with a folder, in the plan's order
     axes: list[str]  # the axis columns
+    runs: dict  # each finished run (``FinishedRun``) by folder name, its numbers its result.json's
 
     def done(self) -> pd.DataFrame:
         return self.rows[self.rows["status"] == RunStatus.DONE.value].copy()
 
 
-def read_runs_table(results_dir: Path) -> RunsTable:
+def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, results_dir: Path,
+                pretrained: list[PretrainedRun] = ()) -> Path:
+    """Record each planned run's place in the matrix in its folder, forget the folders of runs no longer planned
+    (a changed setting is a new run), and write runs.csv from the folders."""
+    planned = [run for chain in chains for run in chain] + list(pretrained)
+    for position, run in enumerate(planned):
+        if run.run_dir is not None and run.run_dir.is_dir():
+            update_text(run.run_dir / CELL, json_text(_cell_record(run, config, position)) + "\n")
+    current = {run.run_dir.name for run in planned if run.run_dir is not None}
+    for record in results_dir.glob(f"*/{CELL}"):
+        if record.parent.name not in current:
+            record.unlink()
+    rows = {row["run_dir"]: row for row in _folder_rows(results_dir)}
     path = results_dir / RUNS_CSV
-    if not path.is_file():
-        raise BenchError(f"{path} does not exist; run `bench run-matrix CONFIG` first (or give its results folder)")
-    _check_rows(path)
-    rows = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    if rows.empty:
-        raise BenchError(f"{path} has no runs")
-    missing = [c for c in (FIRST_AFTER_AXES, "run_dir", "status", "match") if c not in rows.columns]
-    if missing:
-        raise BenchError(f"{path} has no {', '.join(map(repr, missing))} column: it is not a runs table of bench "
-                         f"run-matrix; run `bench run-matrix CONFIG` again to rewrite it from the run folders")
-    known = {status.value for status in RunStatus}
-    unknown = rows.loc[~rows["status"].astype(str).isin(known)]
-    if not unknown.empty:
-        raise BenchError(f"{path}: row {unknown['run_dir'].iloc[0]}: unknown status {unknown['status'].iloc[0]!r} "
-                         f"(known: {', '.join(sorted(known))}); run `bench run-matrix CONFIG` again to rewrite it "
-                         f"from the run folders")
-    named = rows["run_dir"].dropna().astype(str)
-    if named.duplicated().any():
-        raise BenchError(f"{path} lists run {named[named.duplicated()].iloc[0]} twice (a row is one run, not one more "
-                         f"seed); run `bench run-matrix CONFIG` again to rewrite it from the run folders")
-    return RunsTable(rows, list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)]))
+    update_text(path, _csv_text([rows.get(run.run_dir.name if run.run_dir else None) or _plan_row(run, config)
+                                 for run in planned]))
+    return path
 
 
-def finished_runs(results_dir: Path, done: pd.DataFrame) -> dict:
-    """Each finished row's run (``FinishedRun``) by folder name, with the result its run folder holds, checked
-    before any number is used: the folder is the source of truth. A row whose result is gone, is of another run
-    id, or says otherwise than its row is refused in one line; a pretrained model's row with no result is skipped."""
-    return {row["run_dir"]: _finished_run(results_dir, row) for _, row in done.iterrows()
-            if row["match"] != PRETRAINED or (results_dir / str(row["run_dir"]) / RESULT).is_file()}
-
-
-def _finished_run(results_dir: Path, row: pd.Series):
+def read_runs_table(results_dir: Path) -> RunsTable:
+    """Every run of the matrix in ``results_dir`` that has a folder, from the folders alone."""
     from bench.study.analysis import FinishedRun  # it imports torch
 
-    path = results_dir / RUNS_CSV
-    if pd.isna(row["run_dir"]):  # an empty cell: no folder to read the run from
-        raise BenchError(f"{path}: a row is done but names no run folder (run_dir is empty); {REBUILD}")
-    run_dir = results_dir / str(row["run_dir"])  # run folders are named relative to the results folder
-    if not (run_dir / RESULT).is_file():
-        raise BenchError(f"runs.csv lists {row['run_dir']} as done but {run_dir / RESULT} does not exist; {REBUILD}")
-    run_id = "" if pd.isna(row.get("run_id")) else str(row["run_id"])
-    result = finished_result(run_dir, run_id)
-    if result is None:
-        raise BenchError(f"{path}: row {row['run_dir']}: {run_dir / RESULT} is not the finished result of run id "
-                         f"{run_id or '(none given)'}; {REBUILD}")
-    expected = result_columns(result, row.get("match") == PRETRAINED)
-    check_row(dict(row), expected, path)
-    # a column the row lacks (a runs.csv edited or of an older version) is the result's
-    return FinishedRun({**expected, **dict(row)}, result, run_dir)
+    if not results_dir.is_dir():
+        raise BenchError(f"{results_dir} does not exist; run `bench run-matrix CONFIG` first (or give its results "
+                         f"folder)")
+    found = _folder_rows(results_dir)
+    if not found:
+        raise BenchError(f"{results_dir} holds no run of a matrix (no run folder with {CELL}); run `bench run-matrix "
+                         f"CONFIG` (again, for results of an earlier version), or give its results folder")
+    places: dict[tuple, str] = {}
+    for row in found:
+        place = (json.dumps(row["cell"], sort_keys=True), row["phase"])
+        if place in places:  # a folder copied in by hand
+            raise BenchError(f"{results_dir}: run folders {places[place]} and {row['run_dir']} are both cell "
+                             f"{row['cell']}{' ' + row['phase'] if row['phase'] else ''}; delete the one that is not "
+                             f"this matrix's, or {REWRITE}")
+        places[place] = row["run_dir"]
+    rows = _typed([{k: v for k, v in row.items() if k not in ("cell", "result")} for row in found])
+    axes = list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)])
+    runs = {row["run_dir"]: FinishedRun(typed, row["result"], results_dir / row["run_dir"])
+            for row, typed in zip(found, rows.to_dict("records")) if row["result"] is not None}
+    return RunsTable(rows, axes, runs)
 
 
-def result_columns(result: RunResult, pretrained: bool) -> dict:
-    """The columns of a finished row that its result gives: every number and name, and the seed."""
-    columns = result.flat()
-    if not pretrained:  # a pretrained model's row names it by its folder and has no seed
-        columns.update(seed=result.spec.seed, model=result.spec.model, tokenizer=result.spec.tokenizer)
-    return columns
+def _cell_record(run: PlannedRun | PretrainedRun, config: MatrixConfig, position: int) -> dict:
+    return {"matrix": config.name, "config_sha256": config.sha256, "position": position,
+            "cell": _ordered_cell(run.cell), "phase": run.phase or "", "run_id": run.run_id}
 
 
-def check_row(row: dict, expected: dict, path: Path) -> None:
-    """A finished row must say what its run folder's result.json says (``expected``, :func:`result_columns`: the
-    folder is the source of truth); the run id is :func:`finished_result`'s. Refused in one line, naming the row."""
-    for key, want in expected.items():
-        if key not in row or want is None or (isinstance(want, str) and not want) or (
-                isinstance(want, float) and math.isnan(want)):
-            continue
-        have = row[key]
-        if key == "tokenizer":  # a pretrained tokenizer's path: the row has it as the config writes it
-            same = is_cell_tokenizer(str(want), str(have))
-        elif isinstance(want, bool) or not isinstance(want, (int, float)):
-            same = str(have).lower() == str(want).lower()
-        else:
-            try:
-                same = math.isclose(float(have), float(want), rel_tol=1e-9, abs_tol=1e-12)
-            except (TypeError, ValueError):
-                same = False
-        if not same:
-            raise BenchError(f"{path}: row {row.get('run_dir')}: {key} is {have!r} but its result.json says {want!r}; "
-                             f"{REBUILD}")
+def _ordered_cell(cell: dict) -> dict:
+    return {**{k: cell.get(k) for k in CORE_AXES}, **{k: v for k, v in cell.items() if k not in CORE_AXES}}
 
 
-def _check_rows(path: Path) -> None:
-    """Refuse a runs.csv whose rows do not all have the header's fields (a torn or edited file)."""
-    rebuild = "run `bench run-matrix CONFIG` again to rewrite it from the run folders"
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise BenchError(f"{path} is not a readable CSV file ({exc}); {rebuild}") from None
-    if not rows:
-        raise BenchError(f"{path} is empty; {rebuild}")
-    for number, row in enumerate(rows[1:], 2):
-        if len(row) != len(rows[0]):
-            raise BenchError(f"{path} line {number} has {len(row)} fields where the header has {len(rows[0])}: "
-                             f"the file is torn; {rebuild}")
+def _plan_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str, Any]:
+    """The row of a planned run with no folder yet (new, or its data missing)."""
+    return {**_ordered_cell(run.cell), FIRST_AFTER_AXES: run.phase or "", "run_id": run.run_id or "", "run_dir": "",
+            "status": run.status.value, "error": run.problem or "", "matrix": config.name,
+            "config_sha256": config.sha256}
+
+
+def _folder_rows(results_dir: Path) -> list[dict[str, Any]]:
+    """One row per run folder with a cell record, in the plan's order; a finished run's row has its flattened
+    result, and its ``result`` (None for others) and ``cell`` besides."""
+    rows = []
+    for path in results_dir.glob(f"*/{CELL}"):
+        try:
+            record = json.loads(path.read_text())
+            cell, phase, run_id, position = record["cell"], record["phase"], record["run_id"], int(record["position"])
+            matrix, config_sha256 = record["matrix"], record["config_sha256"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BenchError(f"{path} is not a readable cell record ({type(exc).__name__}: {exc}); {REWRITE}") from None
+        run_dir = path.parent
+        status, error = folder_status(run_dir, run_id)
+        result = finished_result(run_dir, run_id) if status is RunStatus.DONE else None
+        row = {**cell, FIRST_AFTER_AXES: phase, "run_id": run_id, "run_dir": run_dir.name, "status": status.value,
+               "error": error, "matrix": matrix, "config_sha256": config_sha256}
+        row.update(result.flat() if result else {})
+        rows.append((position, run_dir.name, {**row, "cell": cell, "result": result}))
+    return [row for _, _, row in sorted(rows, key=lambda entry: entry[:2])]
+
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns and k not in ("cell", "result")]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _typed(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as a table, each column typed as runs.csv types it for a user's tools (empty cells missing),
+    so that the report and compare print what they printed when they read runs.csv."""
+    return pd.read_csv(io.StringIO(_csv_text(rows)), keep_default_na=False, na_values=[""])
