@@ -135,3 +135,25 @@ def test_a_family_whose_setting_is_a_training_setting_is_refused():
     with pytest.raises(BenchError, match=r"^model 'clashing': its setting\(s\) clip are also training settings"):
         MODELS.register("clashing", Clashing)
     assert "clashing" not in MODELS
+
+
+def test_its_gru_is_a_cudnn_rnn_to_the_precision_policy_and_the_device(monkeypatch):
+    from bench.engine.device import flatten_rnns
+    from bench.engine.precision import has_rnn, plan_precision
+
+    model = ToyGRU(ToyGRUConfig(vocab_size=8, width=4))
+    assert has_rnn(model)
+    assert plan_precision("auto", "auto", torch.device("cuda"), model).name == "float16 autocast, loss scaling"
+    flattened = []
+    monkeypatch.setattr(nn.GRU, "flatten_parameters", lambda module: flattened.append(module))
+    flatten_rnns(model)
+    assert flattened == [model.gru]
+
+
+def test_a_family_drawn_with_a_marker_already_taken_is_refused():
+    class Diamond(ToyGRU):
+        marker = "D"
+
+    with pytest.raises(BenchError, match=r"^model 'diamond': figure marker 'D' is a pretrained model's"):
+        MODELS.register("diamond", Diamond)
+    assert "diamond" not in MODELS
