@@ -150,10 +150,16 @@ def test_its_gru_is_a_cudnn_rnn_to_the_precision_policy_and_the_device(monkeypat
     assert flattened == [model.gru]
 
 
-def test_a_family_drawn_with_a_marker_already_taken_is_refused():
+def test_a_family_without_a_marker_of_its_own_is_refused():
     class Diamond(ToyGRU):
         marker = "D"
 
     with pytest.raises(BenchError, match=r"^model 'diamond': figure marker 'D' is a pretrained model's"):
         MODELS.register("diamond", Diamond)
-    assert "diamond" not in MODELS
+
+    class Unmarked(LanguageModel):
+        config_class = ToyGRUConfig
+
+    with pytest.raises(BenchError, match=r"^model 'unmarked': Unmarked declares no marker"):
+        MODELS.register("unmarked", Unmarked)
+    assert "diamond" not in MODELS and "unmarked" not in MODELS

@@ -24,6 +24,9 @@ class ModelRegistry(Registry[type[LanguageModel]]):
     def register(self, name: str, family: type[LanguageModel]) -> type[LanguageModel]:
         from bench.engine.spec import TrainConfig
 
+        if missing := [trait for trait in ("config_class", "marker") if not hasattr(family, trait)]:
+            raise BenchError(f"model {name!r}: {family.__name__} declares no {' and no '.join(missing)}; every "
+                             f"family declares its settings dataclass and its figure marker (see LanguageModel)")
         # `--set KEY=VALUE` and a matrix's settings tables take model and training fields in one namespace
         shared = sorted({f.name for f in fields(family.config_class)} & {f.name for f in fields(TrainConfig)})
         if shared:
