@@ -37,6 +37,7 @@ class InDouble(torch.nn.Module):
         super().__init__()
         self.inner = inner.double()
         self.config = inner.config
+        self.window_of = inner.window_of  # the family's trait: the window of a windowed model
 
     def forward(self, tokens, state=None):
         return self.inner(tokens, state)

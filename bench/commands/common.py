@@ -12,7 +12,7 @@ from bench.errors import BenchError
 from tokenizers_study import scheme_forms
 
 DATA_DIR_HELP = "Data folder (default: $BENCH_DATA_DIR or ./data)."
-MODEL_HELP = "Model: sha-rnn, lstm or transformer."
+MODEL_HELP = "Model family, e.g. sha-rnn (`bench models list` lists them all)."
 PRESET_HELP = "Preset: tiny (seconds on CPU), small (minutes on CPU) or paper (GPU)."
 SET_HELP = ("KEY=VALUE: override any model or training field of the preset (e.g. --set attention=all, "
             "--set max_steps=500, --set lr=1e-3). Repeatable; a key given twice takes its last value.")

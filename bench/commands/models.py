@@ -15,6 +15,23 @@ app = typer.Typer(help="Model families and their presets: sizes, parameters, FLO
                   rich_markup_mode=None)
 
 
+@app.command("list")
+def models_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Every model family: recurrent or windowed, its presets, the parts compile=true compiles, its figure
+    marker. Its settings: `bench config fields --model MODEL`."""
+    from bench.models import MODELS
+    from bench.text_tables import text_table
+
+    rows = [{"model": name, "kind": f"windowed ({family.window_setting})" if family.window_setting else "recurrent",
+             "presets": list(family.presets), "compiled parts": [t.__name__ for t in family.parts_to_compile],
+             "marker": family.marker} for name, family in MODELS.items()]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(text_table([{k: ", ".join(v) or "-" if isinstance(v, list) else v for k, v in row.items()} for row in rows],
+                     list(rows[0])))
+
+
 @app.command("describe")
 def models_describe(
     model: str = typer.Argument(..., help=MODEL_HELP),

@@ -53,9 +53,9 @@ def _not_cuda(device_type: str) -> str:
     return f"cuda_graphs needs a CUDA device; this run's device is {device_type} (set cuda_graphs=false)"
 
 
-def check_cuda_graphs(train, has_lstm: bool) -> None:
-    """At resolution: refuse ``cuda_graphs`` where it cannot run (``train`` is a TrainConfig; ``has_lstm``: the
-    model has LSTMs, which precision auto runs in float16 on CUDA)."""
+def check_cuda_graphs(train, has_rnn: bool) -> None:
+    """At resolution: refuse ``cuda_graphs`` where it cannot run (``train`` is a TrainConfig; ``has_rnn``: the
+    model has cuDNN RNNs, which precision auto runs in float16 on CUDA)."""
     if not train.cuda_graphs:
         return
     if train.seq_jitter:
@@ -69,7 +69,7 @@ def check_cuda_graphs(train, has_lstm: bool) -> None:
         return  # another machine's device: checked where the run executes
     if device.type != "cuda":
         raise BenchError(_not_cuda(device.type))
-    if train.precision == "auto" and has_lstm:
+    if train.precision == "auto" and has_rnn:
         raise BenchError(_float16(" (precision auto is float16 on CUDA for a model with LSTMs)"))
 
 

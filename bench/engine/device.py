@@ -107,8 +107,8 @@ def describe(device: torch.device) -> dict:
     return info
 
 
-def flatten_lstms(model: torch.nn.Module) -> None:
-    """Put every cuDNN LSTM's weights in one contiguous block (needed after moving to the GPU)."""
+def flatten_rnns(model: torch.nn.Module) -> None:
+    """Put every cuDNN RNN's (LSTM, GRU, RNN) weights in one contiguous block (needed after moving to the GPU)."""
     for module in model.modules():
-        if isinstance(module, torch.nn.LSTM):
+        if isinstance(module, torch.nn.RNNBase):
             module.flatten_parameters()

@@ -49,7 +49,7 @@ def run_layout(model: LanguageModel, streams: int, bptt: int, chunk: int | None 
                precision: Precision = FLOAT32) -> EvalLayout:
     """A run's evaluation layout: recurrent models carry their state through ``bptt``-token chunks;
     the Transformer slides a window of its context with a stride of half of it, unless ``chunk`` is given."""
-    window = getattr(model.config, "context", None)  # a model that sees a window of tokens (the Transformer)
+    window = model.window_of(model.config)
     check_eval_chunk(chunk, window, "the evaluation chunk")
     default_chunk = bptt if window is None else max(1, window // 2)
     return EvalLayout(streams=streams, chunk=chunk or default_chunk, window=window, precision=precision.name)

@@ -13,7 +13,7 @@ from bench.data.cache import encoded_split
 from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.engine import checkpoint
-from bench.engine.device import configure, describe, flatten_lstms, pick_device
+from bench.engine.device import configure, describe, flatten_rnns, pick_device
 from bench.engine.evaluation import Scorer, check_streams, run_layout
 from bench.engine.precision import Precision, plan_precision
 from bench.engine.result import CheckpointEvaluation, SplitProvenance
@@ -50,7 +50,7 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
     dev = pick_device(device if device != "auto" else train.device)
     configure(dev)
     model.to(dev).eval()
-    flatten_lstms(model)
+    flatten_rnns(model)
     tokenizer = tokenizer_from_bytes(payload["tokenizer"].encode("ascii"))
     return Loaded(model, tokenizer, spec, train, dev, plan_precision(train.precision, train.lstm_precision, dev, model),
                   payload)

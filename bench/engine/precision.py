@@ -74,22 +74,23 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def has_lstm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.LSTM) for m in model.modules())
+def has_rnn(model: nn.Module) -> bool:
+    """Whether ``model`` has modules the policy treats apart: its family's ``rnn_types`` (a bare module: cuDNN's)."""
+    return any(isinstance(m, getattr(model, "rnn_types", nn.RNNBase)) for m in model.modules())
 
 
 def plan_precision(setting: str, lstm_setting: str, device: torch.device, model: nn.Module) -> Precision:
     """The precision a run on ``device`` runs in (see the module's table); refuses what cannot run here."""
     if setting == "auto":
-        setting = "float32" if device.type != "cuda" else ("float16" if has_lstm(model) else "bfloat16")
+        setting = "float32" if device.type != "cuda" else ("float16" if has_rnn(model) else "bfloat16")
     dtype = DTYPES[setting]
     if dtype is None:
         return FLOAT32
     native = (device.type == "cuda" and dtype == torch.float16) or (device.type == "cpu" and cpu_lstm_runs_in(dtype))
-    if lstm_setting == "autocast" and has_lstm(model) and device.type == "cpu" and not native:
+    if lstm_setting == "autocast" and has_rnn(model) and device.type == "cpu" and not native:
         raise BenchError(f"this CPU cannot run LSTMs in {setting} (oneDNN needs AVX-512 "
                          f"{'BF16' if dtype == torch.bfloat16 else 'FP16'}); set lstm_precision=auto (float32 LSTMs)")
-    lstm_float32 = has_lstm(model) and (lstm_setting == "float32" or (lstm_setting == "auto" and not native))
+    lstm_float32 = has_rnn(model) and (lstm_setting == "float32" or (lstm_setting == "auto" and not native))
     return Precision(dtype, lstm_float32, dtype == torch.float16)
 
 

@@ -126,17 +126,18 @@ def resolve(spec: RunSpec, facts: DataFacts) -> ResolvedRun:
     """Apply preset and overrides; derive what depends on the data (vocabulary, context in tokens). ``spec`` is
     validated (``validate_spec``: its overrides are typed already)."""
     from bench.engine.presets import get_preset
-    from bench.models import make_config
+    from bench.models import MODELS, make_config
 
     preset = get_preset(spec.model, spec.preset)
     overrides = spec.overrides
     model_keys, _ = allowed_keys(spec.model)
     model_values = {**preset["model"], **{k: v for k, v in overrides.items() if k in model_keys}}
     train = _train_config(preset["train"], {k: v for k, v in overrides.items() if k not in model_keys}, facts)
-    if "context" in model_keys and "context" not in overrides:
-        model_values["context"] = train.bptt  # a model with a window (the Transformer): the training segment
+    family = MODELS[spec.model]
+    if family.window_setting is not None and family.window_setting not in overrides:
+        model_values[family.window_setting] = train.bptt  # a windowed model sees its training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
-    _check_layout(model, train, facts)
+    _check_layout(family.window_of(model), train, facts)
     net = _meta_model(spec.model, model)
     _check_runtime(train, net)
     size = _model_size(net, train, facts)
@@ -212,11 +213,11 @@ def _check_runtime(train: TrainConfig, net) -> None:
     from bench.engine.cuda_graphs import check_cuda_graphs
     from bench.engine.curves import check_log_to
     from bench.engine.device import check_threads
-    from bench.engine.precision import check_precision, has_lstm
+    from bench.engine.precision import check_precision, has_rnn
 
     check_threads(train.threads, "threads")
     check_precision(train.precision, train.lstm_precision, train.device)
-    check_cuda_graphs(train, has_lstm(net))
+    check_cuda_graphs(train, has_rnn(net))
     check_log_to(train.log_to)
     if train.schedule == "constant" and train.min_lr_ratio > 0:
         raise BenchError(f"min_lr_ratio ({train.min_lr_ratio}) is where a linear or cosine decay ends, but schedule is "
@@ -230,9 +231,8 @@ def check_eval_chunk(chunk: int | None, window: int | None, setting: str) -> Non
                          f"evaluation window; use at most {window}")
 
 
-def _check_layout(model, train: TrainConfig, facts: DataFacts) -> None:
-    """What would otherwise fail once training or evaluation starts."""
-    window = getattr(model, "context", None)  # a model that sees a window of tokens (the Transformer)
+def _check_layout(window: int | None, train: TrainConfig, facts: DataFacts) -> None:
+    """What would otherwise fail once training or evaluation starts (``window``: a windowed model's)."""
     if window is not None:
         if train.bptt > window:
             raise BenchError(f"bptt ({train.bptt}) is longer than the model's window ({window}); set bptt to at most "

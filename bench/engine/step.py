@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.engine.device import flatten_lstms
+from bench.engine.device import flatten_rnns
 from bench.engine.learning import ZeroGradients
 from bench.engine.precision import Precision
 from bench.engine.resolve import ResolvedRun
@@ -25,7 +25,7 @@ def build_training_model(resolved: ResolvedRun, device: torch.device) -> Languag
     """The run's model on its device, LSTM weights flattened for cuDNN; with ``compile``, the parts the
     model names compiled (``nn.Module.compile`` keeps the state_dict names)."""
     model = build_model(resolved.spec.model, resolved.model).to(device)
-    flatten_lstms(model)
+    flatten_rnns(model)
     if resolved.train.compile:
         model.compile_parts()
     return model

@@ -1,25 +1,50 @@
-"""The three model families of the study and how to build them from plain configs."""
+"""The model families of the study and how to build them from plain configs.
+
+A family is a :class:`LanguageModel` subclass whose class attributes say what the rest of the toolkit needs to
+know (its settings, presets, recurrent or windowed, compiled parts, figure marker; see ``LanguageModel``); adding
+one is one class and one ``MODELS.register(name, family)``.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 
 from bench.errors import BenchError
 from bench.models.common import LanguageModel
-from bench.models.lstm import LSTMLM, LSTMConfig
-from bench.models.sharnn import SHARNN, SHARNNConfig
-from bench.models.transformer import TransformerConfig, TransformerLM
+from bench.models.lstm import LSTMLM
+from bench.models.pretrained import PretrainedLM
+from bench.models.sharnn import SHARNN
+from bench.models.transformer import TransformerLM
 from tokenizers_study.named_registry import Registry
 
-MODELS: Registry[tuple[type, type[LanguageModel]]] = Registry("model", BenchError, [
-    ("sha-rnn", (SHARNNConfig, SHARNN)),
-    ("lstm", (LSTMConfig, LSTMLM)),
-    ("transformer", (TransformerConfig, TransformerLM)),
-])
+
+class ModelRegistry(Registry[type[LanguageModel]]):
+    """The families by name; a family is checked as it is registered, so a mistake fails at import, in one line."""
+
+    def register(self, name: str, family: type[LanguageModel]) -> type[LanguageModel]:
+        from bench.engine.spec import TrainConfig
+
+        if missing := [trait for trait in ("config_class", "marker") if not hasattr(family, trait)]:
+            raise BenchError(f"model {name!r}: {family.__name__} declares no {' and no '.join(missing)}; every "
+                             f"family declares its settings dataclass and its figure marker (see LanguageModel)")
+        # `--set KEY=VALUE` and a matrix's settings tables take model and training fields in one namespace
+        shared = sorted({f.name for f in fields(family.config_class)} & {f.name for f in fields(TrainConfig)})
+        if shared:
+            raise BenchError(f"model {name!r}: its setting(s) {', '.join(shared)} are also training settings, and "
+                             f"--set {shared[0]}=... would set both; rename them in {family.config_class.__name__}")
+        taken = {other.marker: other_name for other_name, other in self.items()}
+        taken[PretrainedLM.marker] = "a pretrained model"
+        if family.marker in taken:
+            raise BenchError(f"model {name!r}: figure marker {family.marker!r} is {taken[family.marker]}'s; give "
+                             f"{family.__name__} a marker of its own")
+        return super().register(name, family)
+
+
+MODELS = ModelRegistry("model", BenchError, [("sha-rnn", SHARNN), ("lstm", LSTMLM), ("transformer", TransformerLM)])
 
 
 def config_class(name: str) -> type:
-    return MODELS[name][0]
+    return MODELS[name].config_class
 
 
 def make_config(name: str, values: dict):
@@ -33,7 +58,7 @@ def make_config(name: str, values: dict):
 def build_model(name: str, config) -> LanguageModel:
     if isinstance(config, dict):
         config = make_config(name, config)
-    return MODELS[name][1](config)
+    return MODELS[name](config)
 
 
 __all__ = ["MODELS", "LanguageModel", "asdict", "build_model", "config_class", "make_config"]

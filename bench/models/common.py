@@ -23,10 +23,24 @@ State = Any  # nested lists/tuples of tensors, or None
 class LanguageModel(nn.Module):
     """A model with an ``embedding`` matrix that doubles as its softmax weight (tied), plus ``output_bias``."""
 
+    # Family traits: what the layers around a model (resolution, evaluation, precision, device, figures, the
+    # command line) know of it; a family is one class with these, registered in bench.models.MODELS.
+    config_class: ClassVar[type]  # the settings dataclass: its fields are `--set` keys beside the training fields
+    # Named sizes with their training recipe: {"tiny": {"model": {...}, "train": {...}}}; the first is the smallest.
+    presets: ClassVar[dict[str, dict[str, dict]]] = {}
     # Recurrent models carry their state from one training batch to the next (truncated BPTT).
-    carries_state_in_training: bool = True
+    carries_state_in_training: ClassVar[bool] = True
+    # The config field that is the window of positions a windowed model sees (None: a recurrent model); unless
+    # set, a run sets it to its training segment (bptt), and evaluation slides it with a stride of half of it.
+    window_setting: ClassVar[str | None] = None
     # The submodule types ``compile_parts`` compiles: the parts without recurrence (LSTMs stay eager).
     parts_to_compile: ClassVar[tuple[type[nn.Module], ...]] = ()
+    # The module types the precision policy treats apart (cuDNN's RNNs: float16 under `auto` on CUDA, float32
+    # outside autocast by lstm_precision); the device flattens the weights of every cuDNN RNN.
+    rnn_types: ClassVar[tuple[type[nn.Module], ...]] = (nn.RNNBase,)
+    # How figures draw the family (matplotlib); the diamond "D" and the dotted line are a pretrained model's.
+    marker: ClassVar[str]
+    linestyle: ClassVar[str] = "-"
     compiled: bool = False  # whether compile_parts was called
 
     embedding: nn.Embedding
@@ -57,6 +71,11 @@ class LanguageModel(nn.Module):
                 nn.init.zeros_(module.bias)
 
         self.apply(init)
+
+    @classmethod
+    def window_of(cls, config) -> int | None:
+        """The most positions one forward pass of a model of this config sees; None for a recurrent model."""
+        return getattr(config, cls.window_setting) if cls.window_setting else None
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden, self.embedding.weight, self.output_bias)

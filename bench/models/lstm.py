@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from bench.engine.presets import PAPER_TRAIN
 from bench.models.common import LanguageModel, State, run_lstm
 from bench.settings import DROPOUT, POSITIVE, SIZE, check_settings, setting
 
@@ -62,7 +63,29 @@ def embedding_dropout(embedding: nn.Embedding, tokens: torch.Tensor, p: float, t
 class LSTMLM(LanguageModel):
     """State: one batch-first ``(h, c)`` per layer."""
 
+    config_class = LSTMConfig
     parts_to_compile = ()  # every layer is recurrent
+    marker = "s"
+    linestyle = "--"
+    presets = {
+        "tiny": {
+            "model": dict(emsize=64, nhid=128, nlayers=2, dropout=0.0, dropouth=0.0, dropouti=0.0, init_range=0.5),
+            "train": dict(batch_size=16, bptt=64, optimizer="adamw", lr=1e-2, warmup_steps=20, clip=0.25,
+                          max_steps=150, eval_every=50, eval_max_chars=60_000, eval_streams=32, eval_chunk=256,
+                          checkpoint_every=50, log_every=10),
+        },
+        "small": {
+            "model": dict(emsize=256, nhid=768, nlayers=3, dropout=0.1, dropouth=0.1, dropouti=0.1, wdrop=0.1,
+                          init_range=0.25),
+            "train": dict(batch_size=16, bptt=256, seq_jitter=True, optimizer="adamw", lr=2e-3, warmup_steps=100,
+                          clip=0.25, max_steps=1500, eval_every=250, eval_max_chars=300_000, eval_streams=16,
+                          eval_chunk=512, checkpoint_every=100, log_every=10),
+        },
+        "paper": {
+            "model": dict(emsize=1024, nhid=1712, nlayers=3, dropout=0.1, dropouth=0.1, dropouti=0.1, wdrop=0.1),
+            "train": {**PAPER_TRAIN, "optimizer": "adamw", "lr": 1e-3},
+        },
+    }
 
     def __init__(self, config: LSTMConfig):
         super().__init__()

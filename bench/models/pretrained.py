@@ -22,7 +22,11 @@ class WindowConfig:
 
 
 class PretrainedLM(LanguageModel):
+    config_class = WindowConfig
     carries_state_in_training = False
+    window_setting = "context"
+    marker = "D"
+    linestyle = ":"
 
     def __init__(self, model: torch.nn.Module, window: int):
         super().__init__()

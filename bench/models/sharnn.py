@@ -60,6 +60,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from bench.engine.presets import PAPER_TRAIN
 from bench.models.common import LanguageModel, State, run_lstm
 from bench.settings import DROPOUT, SIZE, check_settings, setting
 
@@ -198,7 +199,31 @@ class SHABlock(nn.Module):
 class SHARNN(LanguageModel):
     """State: one ``(h, c)`` per block and one memory tensor per attention block (None elsewhere)."""
 
+    config_class = SHARNNConfig
     parts_to_compile = (Boom, SingleHeadAttention)
+    marker = "o"
+    linestyle = "-"
+    presets = {
+        "tiny": {
+            "model": dict(emsize=64, nhid=256, nlayers=2, attention="second-last", dropout=0.0, dropouth=0.0,
+                          dropouti=0.0, max_memory=256),
+            "train": dict(batch_size=16, bptt=64, optimizer="lamb", lr=4e-3, warmup_steps=20, clip=0.25,
+                          max_steps=150, eval_every=50, eval_max_chars=60_000, eval_streams=32, eval_chunk=128,
+                          checkpoint_every=50, log_every=10),
+        },
+        "small": {
+            "model": dict(emsize=256, nhid=1024, nlayers=4, attention="second-last", dropout=0.1, dropouth=0.1,
+                          dropouti=0.1, max_memory=2048),
+            "train": dict(batch_size=16, bptt=256, seq_jitter=True, optimizer="lamb", lr=2e-3, warmup_steps=100,
+                          clip=0.25, max_steps=1500, eval_every=250, eval_max_chars=300_000, eval_streams=16,
+                          eval_chunk=512, checkpoint_every=100, log_every=10),
+        },
+        "paper": {
+            "model": dict(emsize=1024, nhid=4096, nlayers=4, attention="second-last", dropout=0.1, dropouth=0.1,
+                          dropouti=0.1, max_memory=5000),
+            "train": PAPER_TRAIN,
+        },
+    }
 
     def __init__(self, config: SHARNNConfig):
         super().__init__()

@@ -24,6 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from bench.engine.presets import PAPER_TRAIN
 from bench.models.common import LanguageModel, State, slide_window
 from bench.settings import DROPOUT, POSITIVE, SIZE, check_settings, setting
 
@@ -115,8 +116,33 @@ class TransformerBlock(nn.Module):
 class TransformerLM(LanguageModel):
     """State: the previous tokens of the window, ``[B, K]`` with ``K < context``."""
 
+    config_class = TransformerConfig
     carries_state_in_training = False
+    window_setting = "context"
     parts_to_compile = (TransformerBlock,)
+    marker = "^"
+    linestyle = "-."
+    presets = {
+        "tiny": {
+            "model": dict(d_model=64, nlayers=2, nheads=2, mlp_ratio=4.0, positions="rotary", dropout=0.0),
+            "train": dict(batch_size=16, bptt=64, optimizer="adamw", lr=3e-3, warmup_steps=20, clip=1.0,
+                          max_steps=150, eval_every=50, eval_max_chars=60_000, eval_streams=32,
+                          checkpoint_every=50, log_every=10),
+        },
+        "small": {
+            "model": dict(d_model=256, nlayers=4, nheads=4, mlp_ratio=4.0, positions="rotary", dropout=0.1),
+            "train": dict(batch_size=16, bptt=256, optimizer="adamw", lr=1e-3, warmup_steps=100, clip=1.0,
+                          schedule="cosine", min_lr_ratio=0.1, max_steps=1500, eval_every=250,
+                          eval_max_chars=300_000, eval_streams=16, checkpoint_every=100, log_every=10),
+        },
+        "paper": {
+            # d 768, 8 layers, MLP 2816 wide: 53.75M parameters with 256 symbols, like the SHA-RNN's 53.83M.
+            "model": dict(d_model=768, nlayers=8, nheads=12, mlp_ratio=11 / 3, positions="rotary", dropout=0.1),
+            "train": {**PAPER_TRAIN, "optimizer": "adamw", "lr": 6e-4, "warmup_steps": 2000,
+                      "schedule": "cosine", "min_lr_ratio": 0.1, "seq_jitter": False, "clip": 1.0,
+                      "eval_chunk": None},
+        },
+    }
 
     def __init__(self, config: TransformerConfig):
         super().__init__()

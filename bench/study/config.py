@@ -194,7 +194,7 @@ def _phases(doc: dict, path: Path) -> list[dict]:
 
 def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
     """[models.<model>] or [tokenizers."<scheme>"]: settings for the runs of one model or one tokenization."""
-    from bench.engine.presets import PRESETS
+    from bench.models import MODELS
     from tokenizers_study import parse_scheme
 
     tables = _table(doc, key, path)
@@ -205,8 +205,8 @@ def _settings_tables(doc: dict, key: str, path: Path) -> dict[str, dict]:
         if "preset" in entry:
             raise BenchError(f"{path}: [{key}.{name}] preset: a preset is chosen in [shared] preset or [axes] preset = "
                              f"[...] (one model's preset: [[include]] with model and preset)")
-        if key == "models" and name not in PRESETS:
-            raise BenchError(f"{path}: [models.{name}]: {PRESETS.unknown(name)}")
+        if key == "models" and name not in MODELS:
+            raise BenchError(f"{path}: [models.{name}]: {MODELS.unknown(name)}")
         if key == "tokenizers":
             try:
                 parse_scheme(name)

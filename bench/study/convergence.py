@@ -133,14 +133,14 @@ def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]], style=None) 
 
 def _ranking_panel(ax, runs: pd.DataFrame, logs: dict[str, list[dict]], x: str, style, model: str) -> None:
     """One model's runs on one text and matching rule: a line per seed, dotted verticals at ranking changes."""
-    from bench.study.figure_style import MARKERS, tokenizer_order
+    from bench.study.figure_style import model_family, tokenizer_order
 
     means = {}
     for tokenizer, group in sorted(runs.groupby("tokenizer"), key=lambda kv: tokenizer_order(kv[0])):
         curves = [validations(logs[d], x, style.metric.valid()) for d in group["run_dir"]]
         for points in curves:
             if points:
-                ax.plot(*zip(*points), color=style.colors[tokenizer], lw=0.9, marker=MARKERS.get(model, "D"),
+                ax.plot(*zip(*points), color=style.colors[tokenizer], lw=0.9, marker=model_family(model).marker,
                         ms=2.5, label=tokenizer if points is curves[0] else None)
         if group["lossless_bool"].all():  # a closed vocabulary is not ranked with the rest
             means[tokenizer] = _mean_curve([c for c in curves if len(c) >= 2])

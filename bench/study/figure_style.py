@@ -19,8 +19,6 @@ from bench.metrics import METRICS  # noqa: E402
 from bench.study.uncertainty import seed_interval  # noqa: E402
 from tokenizers_study import scheme_sort_key as tokenizer_order  # noqa: E402  (each scheme's class ranks it)
 
-MARKERS = {"sha-rnn": "o", "lstm": "s", "transformer": "^"}
-LINESTYLES = {"sha-rnn": "-", "lstm": "--", "transformer": "-."}
 plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axes.grid": True,
                      "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False})
 
@@ -56,6 +54,14 @@ def metric_named(name: str) -> FigureMetric:
         choices = " or ".join(f"{m.name} ({m.label})" for m in FIGURE_METRICS.values())
         raise BenchError(f"--metric {name!r}: give {choices}")
     return FIGURE_METRICS[name]
+
+
+def model_family(model: str) -> type:
+    """The family whose marker and line style draw a model: its registered one, else a pretrained model's."""
+    from bench.models import MODELS
+    from bench.models.pretrained import PretrainedLM
+
+    return MODELS.get(model, PretrainedLM)
 
 
 @dataclass(frozen=True)
@@ -161,8 +167,8 @@ def legend(ax, df: pd.DataFrame, colors: dict, extra: list | None = None, **opti
 
     handles = [Line2D([], [], color=colors[t], marker="o", ls="", label=t + flags_of(df, t))
                for t in sorted(df["tokenizer"].unique(), key=tokenizer_order)]
-    handles += [Line2D([], [], color="0.3", marker=MARKERS.get(m, "D"), ls=LINESTYLES.get(m, ":"), label=m)
-                for m in sorted(df["model"].unique())]
+    handles += [Line2D([], [], color="0.3", marker=model_class.marker, ls=model_class.linestyle, label=m)
+                for m, model_class in ((m, model_family(m)) for m in sorted(df["model"].unique()))]
     seeds = df.groupby(["model", "tokenizer"]).size().max() if "seed" in df else 1
     if seeds > 1:
         handles.append(Line2D([], [], color="0.3", marker="|", ls="", ms=8, label="95% interval over seeds"))

@@ -13,8 +13,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from bench.metrics import METRICS
-from bench.study.figure_style import (LINESTYLES, MARKERS, FigureStyle, NoData, errors_of, group_title, legend,
-                                     log_axis, plt, save, seed_means, style_for, text_groups, tokenizer_order)
+from bench.study.figure_style import (FigureStyle, NoData, errors_of, group_title, legend, log_axis, model_family,
+                                     plt, save, seed_means, style_for, text_groups, tokenizer_order)
 from tokenizers_study import is_closed_vocabulary, sweep_point
 
 __all__ = ["FigureStyle", "NoData", "attack_figure", "closed_vocabulary_figure", "compute_figure",
@@ -29,7 +29,7 @@ def _points(ax, cells: pd.DataFrame, x: str, y: str, style: FigureStyle) -> None
     for _, c in cells.iterrows():
         color = style.colors[c["tokenizer"]]
         filled = bool(c.get("lossless_bool", True))
-        ax.scatter(c[x], c[y], marker=MARKERS.get(c["model"], "D"), s=42, linewidths=1.2,
+        ax.scatter(c[x], c[y], marker=model_family(c["model"]).marker, s=42, linewidths=1.2,
                    facecolors=color if filled else "none", edgecolors=color, zorder=3)
     spread = cells[cells["seeds"] > 1]
     if not spread.empty:
@@ -102,7 +102,7 @@ def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Fi
                            by=("model", "family", "size", "tokenizer")).sort_values("size")
         for (model, family), line in cells.groupby(["model", "family"], sort=True):
             for ax, column in ((left, metric), (right, "test_token_perplexity")):
-                ax.plot(line["size"], line[column], color="0.55", ls=LINESTYLES.get(model, ":"), lw=1,
+                ax.plot(line["size"], line[column], color="0.55", ls=model_family(model).linestyle, lw=1,
                         label=f"{model} {family}")
                 _points(ax, line, "size", column, style)
         for ax in (left, right):
@@ -135,7 +135,8 @@ def teacher_forcing_figure(profiles: dict[tuple[str, str], dict[tuple[str, str],
     for (left, right), key in zip(axes, keys):
         group = profiles[key]
         for model, tokenizer in sorted(group, key=lambda k: tokenizer_order(k[1])):
-            look = dict(color=style.colors[tokenizer], ls=LINESTYLES.get(model, ":"), marker=MARKERS.get(model, "D"),
+            model_class = model_family(model)
+            look = dict(color=style.colors[tokenizer], ls=model_class.linestyle, marker=model_class.marker,
                         label=f"{model} {tokenizer}")
             pieces = group[(model, tokenizer)]["pieces"]
             if pieces:
@@ -254,8 +255,9 @@ def _seed_curve(ax, runs: list[tuple[dict, list[dict]]], x: str, y: str, color, 
     steps = sorted(set.intersection(*(set(s) for s in by_step)))
     xs = [float(np.mean([s[k][x] for s in by_step])) for k in steps]
     stats = [seed_interval([s[k][y] for s in by_step]) for k in steps]
-    ax.plot(xs, [m for m, _ in stats], color=color, ls=LINESTYLES.get(model, ":"), marker=MARKERS.get(model, "D"),
-            ms=3, lw=1, label=label)
+    model_class = model_family(model)
+    ax.plot(xs, [m for m, _ in stats], color=color, ls=model_class.linestyle, marker=model_class.marker, ms=3, lw=1,
+            label=label)
     if len(runs) > 1:
         for seed in by_step:
             ax.plot(xs, [seed[k][y] for k in steps], color=color, lw=0.6, alpha=0.35)
@@ -287,7 +289,7 @@ def matching_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Figur
                 continue  # a tokenization not run under every rule is not drawn across them
             color = style.colors[tokenizer]
             ax.errorbar([xs[r] for r in line["match"]], line[metric], yerr=line[f"{metric}_err"],
-                        marker=MARKERS.get(model, "D"), color=color, capsize=2.5)
+                        marker=model_family(model).marker, color=color, capsize=2.5)
             ax.text(xs[rules[-1]] + 0.01, line[metric].iloc[-1], f" {tokenizer}", fontsize=7, va="center",
                     color=color)
         ax.text(k + width / 2, 1.02, f"{model} / {dataset}", transform=ax.get_xaxis_transform(), ha="center",

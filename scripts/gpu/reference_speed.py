@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.engine.device import configure, flatten_lstms, pick_device  # noqa: E402
+from bench.engine.device import configure, flatten_rnns, pick_device  # noqa: E402
 from bench.engine.optim import Lamb  # noqa: E402
 from bench.models.common import detach_state  # noqa: E402
 from bench.models.sharnn import SHARNN, SHARNNConfig  # noqa: E402
@@ -53,7 +53,7 @@ class Ours:
         config = SHARNNConfig(vocab_size=256, emsize=args.emsize, nhid=args.nhid, nlayers=args.nlayers,
                               max_memory=args.max_memory)
         self.model = SHARNN(config).to(device)
-        flatten_lstms(self.model)
+        flatten_rnns(self.model)
         self.state = None
 
     def loss(self, x, y):

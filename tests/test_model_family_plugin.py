@@ -1,0 +1,165 @@
+"""A model family is declared in one place: a class with its traits, registered in bench.models.MODELS. Declared
+here (a tiny GRU language model), it trains in a matrix, is drawn in the report with its own marker, and is listed
+by `bench models list` and `bench config fields`; a family whose setting is also a training setting is refused."""
+
+import json
+from dataclasses import dataclass
+
+import matplotlib.axes
+import pytest
+import torch
+import torch.nn as nn
+
+from bench.errors import BenchError
+from bench.models import MODELS
+from bench.models.common import LanguageModel
+from bench.settings import SIZE, check_settings, setting
+
+
+@dataclass
+class ToyGRUConfig:
+    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
+    width: int = setting(16, "embedding and GRU width", SIZE)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+class ToyGRU(LanguageModel):
+    """State: the GRU's hidden state, batch-first ``[B, 1, width]``."""
+
+    config_class = ToyGRUConfig
+    marker = "v"
+    presets = {"tiny": {"model": {"width": 16}, "train": dict(batch_size=4, optimizer="adamw", lr=1e-2,
+                                                              max_steps=10, eval_streams=4, log_every=2)}}
+
+    def __init__(self, config: ToyGRUConfig):
+        super().__init__()
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, config.width)
+        self.gru = nn.GRU(config.width, config.width, batch_first=True)
+        self.add_tied_output_bias(config.vocab_size)
+        self.init_normal(0.1)
+
+    def forward(self, tokens: torch.Tensor, state=None):
+        hidden, last = self.gru(self.embedding(tokens), None if state is None else state.transpose(0, 1).contiguous())
+        return hidden, last.transpose(0, 1)
+
+    def flops_per_token(self, segment: int) -> float:
+        w = self.config.width
+        return 2 * 3 * w * (w + w) + 2 * w * self.config.vocab_size
+
+
+@pytest.fixture
+def toy_gru():
+    MODELS.register("toy-gru", ToyGRU)
+    yield "toy-gru"
+    del MODELS["toy-gru"]
+
+
+CONFIG = """
+[matrix]
+name = "gru"
+match = "chars"
+
+[corpora.toy]
+train = "train.txt"
+valid = "valid.txt"
+test = "test.txt"
+
+[axes]
+model = ["toy-gru"]
+tokenizer = ["byte", "word-open:60"]
+dataset = ["toy"]
+seed = [0]
+
+[budget]
+chars = 2_000
+
+[context]
+chars = 32
+
+[shared]
+preset = "tiny"
+stop_if_not_learning = false
+eval_every = 5
+eval_max_tokens = 200
+eval_chunk = 32
+checkpoint_every = 5
+"""
+
+
+def test_a_family_declared_once_trains_in_a_matrix_and_is_drawn_with_its_own_marker(toy_gru, tmp_path, make_text,
+                                                                                    monkeypatch):
+    from bench.study.execute import Execution, run_matrix
+    from bench.study.report import build_report
+
+    for i, split in enumerate(("train", "valid", "test")):
+        (tmp_path / f"{split}.txt").write_text(make_text(n_lines=150 if split == "train" else 25, seed=i))
+    (tmp_path / "gru.toml").write_text(CONFIG)
+    results = tmp_path / "results"
+    outcome = run_matrix(tmp_path / "gru.toml", results, data_dir=tmp_path / "data",
+                         execution=Execution(show_progress=False))
+    assert outcome.counts == {"done": 2}
+
+    drawn = []  # every legend entry of the report's figures: (label, marker)
+    legend = matplotlib.axes.Axes.legend
+
+    def recording_legend(ax, *args, handles=(), **kwargs):
+        drawn.extend((h.get_label(), h.get_marker()) for h in handles if hasattr(h, "get_marker"))
+        return legend(ax, *args, handles=handles, **kwargs) if handles else legend(ax, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", recording_legend)
+    build_report(results, tmp_path / "report")
+    assert ("toy-gru", "v") in drawn
+
+
+def test_a_family_is_listed_with_its_settings(toy_gru, cli_here):
+    listed = json.loads(cli_here("models", "list", "--json").stdout)
+    assert {"model": "toy-gru", "kind": "recurrent", "presets": ["tiny"], "compiled parts": [],
+            "marker": "v"} in listed
+    fields = json.loads(cli_here("config", "fields", "--model", "toy-gru", "--json").stdout)
+    assert {f["name"] for f in fields if f["section"] == "model: toy-gru"} == {"width"}
+    assert "model: toy-gru" in cli_here("config", "fields").stdout
+
+
+def test_a_family_whose_setting_is_a_training_setting_is_refused():
+    @dataclass
+    class ClashingConfig(ToyGRUConfig):
+        clip: float = 1.0  # the gradient-clipping setting's name: `--set clip=...` could not say which
+
+    class Clashing(ToyGRU):
+        config_class = ClashingConfig
+        marker = "P"
+
+    with pytest.raises(BenchError, match=r"^model 'clashing': its setting\(s\) clip are also training settings"):
+        MODELS.register("clashing", Clashing)
+    assert "clashing" not in MODELS
+
+
+def test_its_gru_is_a_cudnn_rnn_to_the_precision_policy_and_the_device(monkeypatch):
+    from bench.engine.device import flatten_rnns
+    from bench.engine.precision import has_rnn, plan_precision
+
+    model = ToyGRU(ToyGRUConfig(vocab_size=8, width=4))
+    assert has_rnn(model)
+    assert plan_precision("auto", "auto", torch.device("cuda"), model).name == "float16 autocast, loss scaling"
+    flattened = []
+    monkeypatch.setattr(nn.GRU, "flatten_parameters", lambda module: flattened.append(module))
+    flatten_rnns(model)
+    assert flattened == [model.gru]
+
+
+def test_a_family_without_a_marker_of_its_own_is_refused():
+    class Diamond(ToyGRU):
+        marker = "D"
+
+    with pytest.raises(BenchError, match=r"^model 'diamond': figure marker 'D' is a pretrained model's"):
+        MODELS.register("diamond", Diamond)
+
+    class Unmarked(LanguageModel):
+        config_class = ToyGRUConfig
+
+    with pytest.raises(BenchError, match=r"^model 'unmarked': Unmarked declares no marker"):
+        MODELS.register("unmarked", Unmarked)
+    assert "diamond" not in MODELS and "unmarked" not in MODELS
