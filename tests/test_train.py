@@ -80,17 +80,6 @@ def test_result_has_every_metric_and_provenance(data_dir, tmp_path):
     assert RunResult.from_json(saved).to_json() == saved
 
 
-def test_results_written_before_the_schema_had_a_version_are_read(data_dir, tmp_path):
-    """Version 1 result.json: no schema_version, status "completed"; still a finished run, same runs.csv row."""
-    result = train(spec(data_dir, tmp_path / "run"), show_progress=False)
-    version_1 = {k: v for k, v in result.to_json().items() if k != "schema_version"}
-    version_1["status"] = "completed"
-    (tmp_path / "run" / "result.json").write_text(json.dumps(version_1))
-    read = RunResult.read(tmp_path / "run" / "result.json")
-    assert read.status == "done" and read.flat() == result.flat()
-    assert train(spec(data_dir, tmp_path / "run"), show_progress=False).run_id == result.run_id  # not trained again
-
-
 def _final_weights(out):
     return torch.load(out / "checkpoint.pt", weights_only=True)["model"]
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.engine.distributed import Ranks
-from bench.engine.layout import PreparedCorpus
+from bench.engine.corpus import PreparedCorpus
 from bench.engine.precision import FLOAT32, Precision
 from bench.engine.resolve import check_eval_chunk
 from bench.engine.result import SplitMetrics

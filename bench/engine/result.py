@@ -21,8 +21,8 @@ these dataclasses. Layout of ``result.json`` (schema version 3)::
     comparable, comparability_notes
     provenance    git commit and dirty flag, library versions, device, machine, start, finish, wall seconds
 
-Version 1 files (no ``schema_version``, status "completed") and version 2 files (no ``kind``: a pretrained
-model's result a trained run's with preset "pretrained" and no training) are read as version 3.
+Version 2 files (no ``kind``: a pretrained model's result a trained run's with preset "pretrained" and no
+training) are read as version 3.
 """
 
 from __future__ import annotations
@@ -221,8 +221,7 @@ class RunResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "RunResult":
-        status = DONE if data["status"] == "completed" else data["status"]  # "completed": schema version 1
-        data = {**data, "schema_version": SCHEMA_VERSION, "status": status}
+        data = {**data, "schema_version": SCHEMA_VERSION}
         result = _build(cls, data if "kind" in data else _version_2_kind(data))
         if (result.kind, result.spec is None, result.pretrained is None) not in ((TRAINED, False, True),
                                                                                  (PRETRAINED, True, False)):
@@ -282,7 +281,7 @@ class RunResult:
 
 
 def _version_2_kind(data: dict) -> dict:
-    """A result of schema version 1 or 2 as version 3: a pretrained model's was written as a trained run's, with
+    """A result of schema version 2 as version 3: a pretrained model's was written as a trained run's, with
     preset "pretrained", no training and its model folder and weights as the resolved model."""
     spec = data.get("spec")
     if not (isinstance(spec, dict) and spec.get("preset") == PRETRAINED and data.get("training") is None):

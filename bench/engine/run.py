@@ -27,7 +27,7 @@ from bench.engine import checkpoint
 from bench.engine.device import describe, use_threads
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
-from bench.engine.layout import prepare_corpus
+from bench.engine.corpus import prepare_corpus
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.result import (DONE, DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult,
                                  SplitMetrics, SplitProvenance, TokenizerSummary, TrainingSummary, finished_result)

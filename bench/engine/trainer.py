@@ -28,7 +28,7 @@ from bench.engine.device import configure, pick_device
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import Scorer, run_layout
 from bench.engine.curves import Curves, curves_for
-from bench.engine.layout import PreparedCorpus, next_segment_length, train_rows
+from bench.engine.corpus import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.learning import (STARTED_BELOW, TrainingNotLearning, ZeroGradients, clearly_below,
                                    unigram_log_probs, unigram_nll)
 from bench.engine.optim import build_optimizer, lr_factor
@@ -61,7 +61,7 @@ class Trainer:
         self.resolved = resolved
         self.started = time.perf_counter() if started is None else started  # when the command's work began
         self.startup_seconds: float | None = None  # from then to the first training step of this attempt
-        self.cfg = resolved.train
+        self.recipe = resolved.train  # the training configuration: layout, optimisation, budget, bookkeeping
         self.budget = resolved.budget
         self.corpus = corpus
         self.out = out
@@ -69,34 +69,34 @@ class Trainer:
         self.ranks = ranks or Ranks.from_env()
         self.show_progress = show_progress and self.ranks.is_main
         self.tokenizer = corpus.tokenizer
-        if self.cfg.batch_size % self.ranks.world:
-            raise BenchError(f"batch_size {self.cfg.batch_size} does not divide among {self.ranks.world} processes; "
+        if self.recipe.batch_size % self.ranks.world:
+            raise BenchError(f"batch_size {self.recipe.batch_size} does not divide among {self.ranks.world} processes; "
                              f"use a multiple of {self.ranks.world}")
-        self.device = pick_device(self.cfg.device, self.ranks.local_rank if self.ranks.distributed else None)
+        self.device = pick_device(self.recipe.device, self.ranks.local_rank if self.ranks.distributed else None)
         configure(self.device)
         seed = resolved.spec.seed
         torch.manual_seed(seed)
         random.seed(seed)
         self.jitter = np.random.default_rng(seed)  # the same segment lengths in every process
         self.model = build_training_model(resolved, self.device)
-        self.precision = plan_precision(self.cfg.precision, self.cfg.lstm_precision, self.device, self.model)
+        self.precision = plan_precision(self.recipe.precision, self.recipe.lstm_precision, self.device, self.model)
         self.scaler = self.precision.grad_scaler(self.device)
         self.zero_gradients = ZeroGradients(self.model, self.device)
-        self.optimizer = build_optimizer(self.model.parameters(), self.cfg)
-        self.step = make_step(self._step_module(), self.model, self.optimizer, self.cfg.clip, self.cfg.cuda_graphs,
-                              self.device, self.scaler, self.zero_gradients)
-        mine = self.ranks.share(self.cfg.batch_size)  # this process's streams
-        rows = train_rows(corpus.encoded.ids["train"], self.cfg.batch_size, self.tokenizer.bos_id)[mine]
+        self.optimizer = build_optimizer(self.model.parameters(), self.recipe)
+        self.step = make_step(self._step_module(), self.model, self.optimizer, self.recipe.clip,
+                              self.recipe.cuda_graphs, self.device, self.scaler, self.zero_gradients)
+        mine = self.ranks.share(self.recipe.batch_size)  # this process's streams
+        rows = train_rows(corpus.encoded.ids["train"], self.recipe.batch_size, self.tokenizer.bos_id)[mine]
         self.rows = torch.from_numpy(rows).to(self.device)
         # the characters the tokens of every process's streams begin: each counts the batch's, with no exchange
-        self.row_chars = train_rows(corpus.train_chars, self.cfg.batch_size, 0)
-        self.flops_per_token = self.model.train_flops_per_token(self.cfg.bptt)
+        self.row_chars = train_rows(corpus.train_chars, self.recipe.batch_size, 0)
+        self.flops_per_token = self.model.train_flops_per_token(self.recipe.bptt)
         self._validation = None  # the validation text's ids, counts and unigram floor (bits/char), once needed
         self.progress = Progress()
         self.window = TrainingWindow(self.ranks)  # the steps' losses, on the device until read
         self.state = None
         self.log_file = out / LOG
-        self.curves = curves_for(self.cfg.log_to, out) if self.ranks.is_main else Curves()
+        self.curves = curves_for(self.recipe.log_to, out) if self.ranks.is_main else Curves()
         self._last_lr = 0.0
         self._attempt_start = time.perf_counter()
         self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
@@ -119,8 +119,9 @@ class Trainer:
     def scorer(self, final: bool = False) -> Scorer:
         """Validation's scorer, or with ``final`` that of the final numbers (``final_eval_streams`` if set, and
         progress shown)."""
-        streams = self.cfg.final_eval_streams if final and self.cfg.final_eval_streams else self.cfg.eval_streams
-        layout = run_layout(self.model, streams, self.cfg.bptt, self.cfg.eval_chunk, self.precision)
+        recipe = self.recipe
+        streams = recipe.final_eval_streams if final and recipe.final_eval_streams else recipe.eval_streams
+        layout = run_layout(self.model, streams, self.recipe.bptt, self.recipe.eval_chunk, self.precision)
         progress = self.console if final and self.show_progress else None
         return Scorer(self.model, self.tokenizer.bos_id, layout, self.device, self.precision, self.ranks, progress)
 
@@ -130,8 +131,8 @@ class Trainer:
                      tokens=p.tokens, minutes=p.seconds / 60.0, flops=p.tokens * self.flops_per_token)
 
     def estimated_total_steps(self) -> int | None:
-        epoch = (self.rows.shape[1] - 1) * self.cfg.batch_size  # every process's rows are equally long
-        return self.budget.planned_steps(self.chars_per_token, epoch, mean_step_tokens(self.cfg),
+        epoch = (self.rows.shape[1] - 1) * self.recipe.batch_size  # every process's rows are equally long
+        return self.budget.planned_steps(self.chars_per_token, epoch, mean_step_tokens(self.recipe),
                                          self.flops_per_token)
 
     # ---- checkpoints ------------------------------------------------------------------------
@@ -187,7 +188,7 @@ class Trainer:
                 self.scaler.load_state_dict(payload["grad_scaler"])
             self.progress = Progress(**payload["progress"])
             checkpoint.restore_rng(rng_by_rank[self.ranks.rank], self.jitter)
-            carried = select_state(payload["carried_state"], self.ranks.share(self.cfg.batch_size))
+            carried = select_state(payload["carried_state"], self.ranks.share(self.recipe.batch_size))
             self.state = state_to(carried, self.device)
         except (KeyError, TypeError, ValueError) as exc:
             raise BenchError(f"{path} is not a complete checkpoint of this run ({type(exc).__name__}: {exc}); "
@@ -215,7 +216,7 @@ class Trainer:
         self.progress.threads = torch.get_num_threads()
         self._keep_log_until(-1)
         if initial_weights is not None:
-            checkpoint.load_weights(self.model, initial_weights, self.cfg.init_from)
+            checkpoint.load_weights(self.model, initial_weights, self.recipe.init_from)
 
     def _keep_log_until(self, step: int) -> None:
         """Drop log lines after ``step`` (they will be written again) and a torn last line, so that the log of an
@@ -237,7 +238,7 @@ class Trainer:
     # ---- steps ----------------------------------------------------------------------------
 
     def train_step(self) -> None:
-        cfg, p = self.cfg, self.progress
+        cfg, p = self.recipe, self.progress
         row_len = self.rows.shape[1] - 1
         seq_len = next_segment_length(cfg, self.jitter)
         if p.pos >= row_len:  # a new epoch: start the streams again with a fresh state
@@ -281,7 +282,7 @@ class Trainer:
     def validate(self) -> dict:
         """Validation in bits per character and per byte, and the unigram floor of the same text."""
         if self._validation is None:  # the same text at every validation: its floor is computed once
-            ids, counts = self.corpus.validation_text(self.cfg.eval_max_chars, self.cfg.eval_max_tokens)
+            ids, counts = self.corpus.validation_text(self.recipe.eval_max_chars, self.recipe.eval_max_tokens)
             unigram = unigram_log_probs(self.corpus.encoded.ids["train"], self.tokenizer.vocab_size,
                                         self.tokenizer.bos_id)
             floor = normalize_counts(unigram_nll(unigram, ids), len(ids), **counts)["bits_per_char"]
@@ -298,7 +299,7 @@ class Trainer:
     def run(self) -> None:
         from tqdm import tqdm
 
-        cfg, p = self.cfg, self.progress
+        cfg, p = self.recipe, self.progress
         total = self.estimated_total_steps()
         bytes_per_token = self.corpus.counts["train"]["n_bytes"] / len(self.corpus.encoded.ids["train"])
         interactive = self.show_progress and self.console.isatty()
@@ -373,8 +374,8 @@ class Trainer:
         """Once ``not_learning_after`` of the budget is spent and warmup is over, validation must be below its
         unigram floor by STARTED_BELOW (bench.engine.learning)."""
         used = self.budget.fraction_used(self.usage())
-        if (not self.cfg.stop_if_not_learning or used < self.cfg.not_learning_after
-                or self.progress.step <= self.cfg.warmup_steps):
+        if (not self.recipe.stop_if_not_learning or used < self.recipe.not_learning_after
+                or self.progress.step <= self.recipe.warmup_steps):
             return
         bpc, floor = metrics["valid_bits_per_char"], metrics["valid_floor_bits_per_char"]
         if not clearly_below(bpc, floor, STARTED_BELOW):

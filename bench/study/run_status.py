@@ -38,10 +38,6 @@ class RunStatus(StrEnum):
     RUNNING = "running"  # another process holds the run's lock
     INTERRUPTED = "interrupted"  # stopped by a signal (Ctrl-C): running it again resumes from its checkpoint
 
-    @classmethod
-    def parse(cls, text: str) -> "RunStatus":
-        return cls.DONE if text == "completed" else cls(text)  # "completed": schema version 1
-
     @property
     def failed(self) -> bool:
         return self in (RunStatus.FAILED, RunStatus.DIVERGED, RunStatus.NOT_LEARNING, RunStatus.OOM)
@@ -64,7 +60,7 @@ class Attempt:
 
     @classmethod
     def from_json(cls, data: dict) -> "Attempt":
-        return cls(data["run_dir"], RunStatus.parse(data["status"]), data.get("error", ""), data.get("run_id", ""))
+        return cls(data["run_dir"], RunStatus(data["status"]), data.get("error", ""), data.get("run_id", ""))
 
     @classmethod
     def read(cls, run_dir: Path) -> "Attempt | None":
