@@ -292,6 +292,7 @@ CASES = [
                                        "byte", "--splits", ","], "--splits is empty"),
     ("a report in an unknown metric", report_of("results") + ["--metric", "bits"], "--metric 'bits'"),
     ("config fields of an unknown model", ["config", "fields", "--model", "gru"], "unknown model 'gru'"),
+    ("models list given a model", ["models", "list", "lstm"], "unexpected extra argument"),
 ] + [
     # found by a hostile tester: corpora
     ("a binary corpus file", ADD_MINE + ["--train", "{binary}"], "is not text"),

@@ -20,6 +20,7 @@ BELOW = {
     "bench.engine": ("tokenizers_study", "bench.core", "bench.data", "bench.models"),
     "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
     "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", "bench.study"),
+    "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", "bench.study"),
 }
 
 
@@ -31,7 +32,7 @@ def module_name(path: Path) -> str:
 def layer(module: str) -> str:
     if module.startswith("tokenizers_study"):
         return "tokenizers_study"
-    for name in ("bench.data", "bench.models", "bench.engine", "bench.study", "bench.commands"):
+    for name in ("bench.data", "bench.models", "bench.engine", "bench.study", "bench.commands", "bench.api"):
         if module == name or module.startswith(name + "."):
             return name
     return "bench.core"

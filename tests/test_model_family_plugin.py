@@ -123,7 +123,7 @@ def test_a_family_is_listed_with_its_settings(toy_gru, cli_here):
     assert "model: toy-gru" in cli_here("config", "fields").stdout
 
 
-def test_a_family_whose_setting_is_a_training_setting_is_refused():
+def test_a_family_whose_setting_is_a_training_setting_is_refused_where_its_settings_are_read():
     @dataclass
     class ClashingConfig(ToyGRUConfig):
         clip: float = 1.0  # the gradient-clipping setting's name: `--set clip=...` could not say which
@@ -132,9 +132,14 @@ def test_a_family_whose_setting_is_a_training_setting_is_refused():
         config_class = ClashingConfig
         marker = "P"
 
-    with pytest.raises(BenchError, match=r"^model 'clashing': its setting\(s\) clip are also training settings"):
-        MODELS.register("clashing", Clashing)
-    assert "clashing" not in MODELS
+    from bench.engine.spec import RunSpec, validate_spec
+
+    MODELS.register("clashing", Clashing)
+    try:
+        with pytest.raises(BenchError, match=r"^model 'clashing': its setting\(s\) clip are also training settings"):
+            validate_spec(RunSpec(model="clashing", preset="tiny", overrides={"clip": 0.5}))
+    finally:
+        del MODELS["clashing"]
 
 
 def test_its_gru_is_a_cudnn_rnn_to_the_precision_policy_and_the_device(monkeypatch):

@@ -46,7 +46,7 @@ class Curves:
         """One log line."""
 
     def flush(self) -> None:
-        """Make what was written visible (at each validation and at the end)."""
+        """Make what was written visible: at each validation, the run's last step included."""
 
 
 class TensorBoardCurves(Curves):

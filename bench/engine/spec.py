@@ -188,11 +188,17 @@ def _parse_float(text: Any) -> float:
 
 
 def allowed_keys(model: str) -> tuple[list[str], list[str]]:
-    """The model's settings and the training settings a spec may override."""
+    """The model's settings and the training settings a spec may override: one namespace (``--set KEY=VALUE``, a
+    matrix's settings tables), so a family whose setting is also a training setting is refused wherever it is used
+    (the model layer, below this one, cannot see the training settings when a family registers)."""
     from bench.models import config_class
 
     model_keys = [f.name for f in fields(config_class(model)) if f.name != "vocab_size"]
-    return model_keys, [f.name for f in fields(TrainConfig)]
+    train_keys = [f.name for f in fields(TrainConfig)]
+    if shared := sorted(set(model_keys) & set(train_keys)):
+        raise BenchError(f"model {model!r}: its setting(s) {', '.join(shared)} are also training settings, and "
+                         f"--set {shared[0]}=... would set both; rename them in {config_class(model).__name__}")
+    return model_keys, train_keys
 
 
 def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:

@@ -223,9 +223,10 @@ class Trainer:
         interrupted run equals that of an uninterrupted one."""
         if not self.ranks.is_main:
             return
-        kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step] \
-            if self.log_file.exists() else []
-        self.log_file.write_text("".join(line + "\n" for line in kept))
+        kept = []
+        if self.log_file.exists():
+            kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step]
+            self.log_file.write_text("".join(line + "\n" for line in kept))
         self.curves.restart([json.loads(line) for line in kept])
 
     def log(self, record: dict) -> None:
@@ -340,7 +341,6 @@ class Trainer:
         if p.validated_step != p.step:  # the last step is validated once, also when a resume finds it done
             self._validate_and_keep_best()
         self.save_checkpoint()
-        self.curves.flush()
 
     def _log_training(self, mean_loss: float, bytes_per_token: float, chars_per_s: float) -> float:
         """Logs the mean loss of the steps since the last log line; returns it in bits per byte."""

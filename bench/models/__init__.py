@@ -7,7 +7,7 @@ one is one class and one ``MODELS.register(name, family)``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 
 from bench.errors import BenchError
 from bench.models.common import LanguageModel
@@ -22,16 +22,9 @@ class ModelRegistry(Registry[type[LanguageModel]]):
     """The families by name; a family is checked as it is registered, so a mistake fails at import, in one line."""
 
     def register(self, name: str, family: type[LanguageModel]) -> type[LanguageModel]:
-        from bench.engine.spec import TrainConfig
-
         if missing := [trait for trait in ("config_class", "marker") if not hasattr(family, trait)]:
             raise BenchError(f"model {name!r}: {family.__name__} declares no {' and no '.join(missing)}; every "
                              f"family declares its settings dataclass and its figure marker (see LanguageModel)")
-        # `--set KEY=VALUE` and a matrix's settings tables take model and training fields in one namespace
-        shared = sorted({f.name for f in fields(family.config_class)} & {f.name for f in fields(TrainConfig)})
-        if shared:
-            raise BenchError(f"model {name!r}: its setting(s) {', '.join(shared)} are also training settings, and "
-                             f"--set {shared[0]}=... would set both; rename them in {family.config_class.__name__}")
         taken = {other.marker: other_name for other_name, other in self.items()}
         taken[PretrainedLM.marker] = "a pretrained model"
         if family.marker in taken:

@@ -19,8 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.engine.presets import PAPER_TRAIN
-from bench.models.common import LanguageModel, State, run_lstm
+from bench.models.common import PAPER_TRAIN, LanguageModel, State, run_lstm
 from bench.settings import DROPOUT, POSITIVE, SIZE, check_settings, setting
 
 

@@ -60,8 +60,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.engine.presets import PAPER_TRAIN
-from bench.models.common import LanguageModel, State, run_lstm
+from bench.models.common import PAPER_TRAIN, LanguageModel, State, run_lstm
 from bench.settings import DROPOUT, SIZE, check_settings, setting
 
 Attention = Literal["second-last", "all", "none"]
