@@ -120,10 +120,11 @@ def test_the_lease_stage_runs_the_byte_study_diagnose_and_speed_in_one_call(tmp_
     table = (out / "diagnose.md").read_text()
     assert [f"| {v} |" in table for v in ("gpu-as-before", "float16-scaled", "bf16-fp32-lstm")] == [True] * 3
     rows = read_objects((out / "speed.jsonl").read_text())
-    assert [(r["model"], r["precision"].split(" ")[0].rstrip(","), r["compile"]) for r in rows] == [
-        ("sha-rnn", "float16", False), ("sha-rnn", "bfloat16", False), ("transformer", "bfloat16", False),
-        ("sha-rnn", "float16", True), ("sha-rnn", "bfloat16", False), ("lstm", "float16", False),
-        ("transformer", "bfloat16", True), ("sha-rnn", "float32", False)]
-    assert rows[4]["optimizer"] == "lamb loop" and (out / "speed.md").read_text().count("| tiny |") == 8
+    assert [(r["model"], r["precision"].split(" ")[0].rstrip(",")) for r in rows] == [
+        ("sha-rnn", "float16"), ("sha-rnn", "bfloat16"), ("transformer", "bfloat16"), ("sha-rnn", "bfloat16"),
+        ("lstm", "float16"), ("sha-rnn", "float32")]  # the compiled rows: a note in the dry run
+    speed = (out / "speed.md").read_text()
+    assert rows[3]["optimizer"] == "lamb loop" and speed.count("| tiny |") == 6
+    assert speed.count("not measured in the dry run (compiling takes a minute on a CPU)") == 2
     assert sorted(p.name for p in out.iterdir()) == ["diagnose.md", "logs.tgz", "speed.jsonl", "speed.md", "study.log"]
     assert "lease done" in done.stdout

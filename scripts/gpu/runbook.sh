@@ -126,6 +126,15 @@ measure() {  # bench speed "$@", its JSON appended to $rows
   rm -f "$row"
 }
 
+compiled() {  # measure MODEL compiled; in the dry run a note instead (compiling takes a minute on a CPU)
+  local model=$1; shift
+  if [ "$TINY" = 1 ]; then
+    echo "compile=true ($model): not measured in the dry run (compiling takes a minute on a CPU)" >> "$notes"
+  else
+    measure --model "$model" --preset "$preset" "$@" --set compile=true
+  fi
+}
+
 needs_cuda() {  # true on a CUDA machine; elsewhere a note that the variant was skipped
   [ "$1" = 1 ] && return 0
   echo "$2: skipped, it needs a CUDA device and this machine has none" | tee -a "$notes"
@@ -218,10 +227,10 @@ lease() {
       "${reference_args[@]}" > "$logs/reference.log" 2>&1 || echo "failed: the reference side by side" >> "$notes"
   fi
   measure --model transformer --preset "$preset" --set precision=bfloat16
-  measure --model sha-rnn --preset "$preset" --set precision=float16 --set compile=true
+  compiled sha-rnn --set precision=float16
   measure --model sha-rnn --preset "$preset" --set precision=bfloat16 --set lamb_impl=loop
   measure --model lstm --preset "$preset" --set precision=float16
-  measure --model transformer --preset "$preset" --set precision=bfloat16 --set compile=true
+  compiled transformer --set precision=bfloat16
   measure --model sha-rnn --preset "$preset" --set precision=float32
   local table_args=("$rows"); [ -f "$notes" ] && table_args+=(--notes "$notes")
   [ -f "$logs/reference.json" ] && table_args+=(--reference "$logs/reference.json")
