@@ -49,7 +49,7 @@ class RunsTable:
 
 
 def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, results_dir: Path,
-                pretrained: list[PretrainedRun] = ()) -> Path:
+                     pretrained: list[PretrainedRun] = ()) -> Path:
     """Record each planned run's place in the matrix in its folder, forget the folders of runs no longer planned
     (a changed setting is a new run), and write runs.csv from the folders."""
     planned = [run for chain in chains for run in chain] + list(pretrained)
