@@ -64,11 +64,10 @@ pytest_part() {
 # or would start after SPEED_SECONDS is a line in the table's notes, not the end of the stage.
 speed() {
   local rows="$OUT/speed.jsonl" notes="$OUT/speed.notes" preset=paper steps=20 sweep=(32 64) small=(small)
-  local reference_args=() models=(sha-rnn lstm transformer) cuda
+  local models=(sha-rnn lstm transformer) cuda
   speed_args=()
   if [ "$TINY" = 1 ]; then
     preset=tiny; steps=2; sweep=(4); small=(); speed_args=(--set threads=1)  # a dry run beside other CPU work
-    reference_args=(--batch-size 2 --bptt 32 --emsize 64 --nhid 256 --max-memory 100 --steps 2 --rounds 2)
   fi
   cuda=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
   : > "$rows"; : > "$notes"
@@ -85,12 +84,7 @@ speed() {
   for impl in loop foreach; do  # LAMB's Python loop over the parameters against one launch per operation
     measure --model sha-rnn --preset "$preset" --set precision=bfloat16 --set lamb_impl="$impl"
   done
-  if [ -f "$REFERENCE/model.py" ]; then
-    timeout "${MEASURE_SECONDS:-120}" "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" \
-      --out "$OUT/reference.json" "${reference_args[@]}" || echo "failed: the reference side by side" | tee -a "$notes"
-  else
-    echo "no $REFERENCE/model.py: the side-by-side with the reference is skipped (see scripts/gpu/README.md)"
-  fi
+  side_by_side "$OUT/reference.json"
   if [ "$TINY" = 1 ]; then  # compilation on a CPU takes a minute: not in the dry run
     echo "compile=true: not measured in the dry run (compiling takes a minute on a CPU)" | tee -a "$notes"
   else
@@ -109,6 +103,24 @@ speed() {
   "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"
   rm -f "$notes"
   cat "$OUT/speed.md"
+}
+
+side_by_side() {  # the reference SHA-RNN against ours (reference_speed.py) into $1; a failure is a line in $notes
+  local sizes=()
+  [ "$TINY" = 1 ] && sizes=(--batch-size 2 --bptt 32 --emsize 64 --nhid 256 --max-memory 100 --steps 2 --rounds 2)
+  if [ -f "$REFERENCE/model.py" ]; then
+    timeout "${MEASURE_SECONDS:-120}" "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" --out "$1" \
+      "${sizes[@]}" || echo "failed: the reference side by side" | tee -a "$notes"
+  else
+    echo "no $REFERENCE/model.py: the side-by-side with the reference is skipped (see scripts/gpu/README.md)"
+  fi
+}
+
+pack() {  # what comes back of a study: its results without checkpoints or per-token losses, and its report
+  # (a finished run needs neither to be skipped when the matrix resumes; the report, made here, has read the losses)
+  [ -d "$1" ] && tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/results.tgz" "$1"
+  [ -d "reports/$(basename "$1")" ] && tar -czf "$OUT/report.tgz" "reports/$(basename "$1")"
+  return 0
 }
 
 measure() {  # bench speed "$@", its JSON appended to $rows
@@ -179,10 +191,7 @@ study() {
     "$PY" cli.py run-matrix "$config" --results "$RESULTS" --jobs "${JOBS:-6}" --quiet 2>&1 | tee "$OUT/study.log"
   set -e
   bench report "$RESULTS" --out "reports/$(basename "$RESULTS")" 2>&1 | tee -a "$OUT/study.log" || true
-  # What comes back: the results without checkpoints or per-token losses (a finished run needs neither to be
-  # skipped when the matrix resumes; the report, made here, has read the losses), and the report.
-  tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/results.tgz" "$RESULTS"
-  [ -d "reports/$(basename "$RESULTS")" ] && tar -czf "$OUT/report.tgz" "reports/$(basename "$RESULTS")"
+  pack "$RESULTS"
   ls -la "$OUT"
 }
 
@@ -194,11 +203,10 @@ study() {
 lease() {
   local deadline=${DEADLINE:-550} logs="$OUT/logs" rows="$OUT/speed.jsonl" notes="$OUT/logs/speed.notes"
   local config=${LEASE_CONFIG:-configs/gpu-wikitext2-byte.toml} results=${LEASE_RESULTS:-results/gpu-wikitext2-byte}
-  local preset=paper steps=20 diagnose=(--steps 300) study=(--jobs 6 --quiet) reference_args=()
+  local preset=paper steps=20 diagnose=(--steps 300) study=(--jobs 6 --quiet)
   speed_args=()
   if [ "$TINY" = 1 ]; then
     preset=tiny; steps=2; diagnose=(--steps 10 --tiny); study=(--dry-run); speed_args=(--set threads=1)
-    reference_args=(--batch-size 2 --bptt 32 --emsize 64 --nhid 256 --max-memory 100 --steps 2 --rounds 2)
   fi
   mkdir -p "$logs"; : > "$rows"
   fetch_wikitext2 > "$logs/fetch.log" 2>&1
@@ -222,10 +230,7 @@ lease() {
   SPEED_SECONDS=$(( deadline - 60 )) MEASURE_SECONDS=${MEASURE_SECONDS:-60}
   measure --model sha-rnn --preset "$preset" --set precision=float16
   measure --model sha-rnn --preset "$preset" --set precision=bfloat16
-  if [ -f "$REFERENCE/model.py" ] && (( SECONDS < deadline - 100 )); then
-    timeout 90 "$PY" scripts/gpu/reference_speed.py --reference "$REFERENCE" --out "$logs/reference.json" \
-      "${reference_args[@]}" > "$logs/reference.log" 2>&1 || echo "failed: the reference side by side" >> "$notes"
-  fi
+  (( SECONDS < deadline - 100 )) && MEASURE_SECONDS=90 side_by_side "$logs/reference.json" > "$logs/reference.log" 2>&1
   measure --model transformer --preset "$preset" --set precision=bfloat16
   compiled sha-rnn --set precision=float16
   measure --model sha-rnn --preset "$preset" --set precision=bfloat16 --set lamb_impl=loop
@@ -235,8 +240,7 @@ lease() {
   local table_args=("$rows"); [ -f "$notes" ] && table_args+=(--notes "$notes")
   [ -f "$logs/reference.json" ] && table_args+=(--reference "$logs/reference.json")
   "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"; cat "$OUT/speed.md"
-  [ -d "$results" ] && tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/results.tgz" "$results"
-  [ -d "reports/$(basename "$results")" ] && tar -czf "$OUT/report.tgz" "reports/$(basename "$results")"
+  pack "$results"
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -r "$logs"
   echo "[$SECONDS s] lease done"
 }
