@@ -17,7 +17,6 @@ from bench.errors import BenchError
 
 TENSORBOARD = "tensorboard"  # the run folder's event files
 AXES = ("step", "epoch", "tokens", "train_chars", "train_flops", "seconds")  # where a line is, not what it measured
-DESTINATIONS = ("none", "tensorboard")
 
 
 def tag(key: str) -> str:
