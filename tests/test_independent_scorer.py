@@ -20,6 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from bench.engine import evaluation
 from bench.engine.evaluation import EvalLayout, Scorer
 from bench.models import build_model
 from bench.models.lstm import LSTMConfig
@@ -38,6 +39,7 @@ class InDouble(torch.nn.Module):
         self.inner = inner.double()
         self.config = inner.config
         self.window_of = inner.window_of  # the family's trait: the window of a windowed model
+        self.logits_width = inner.logits_width
 
     def forward(self, tokens, state=None):
         return self.inner(tokens, state)
@@ -92,6 +94,34 @@ def test_the_scorer_equals_the_plain_loop(name, streams, chunk):
     assert result.n_tokens == scored == len(ids)
     assert math.isclose(result.total_nll_nats, expected, rel_tol=1e-9)
     assert math.isclose(float(result.token_nll.astype(np.float64).sum()), expected, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["lstm", "sha-rnn", "transformer"])
+def test_projecting_a_few_streams_at_a_time_gives_every_token_the_same_loss(name, monkeypatch):
+    """On a CPU the scorer projects a chunk to the vocabulary a cache-sized block of streams at a time: each token's
+    loss and greedy flag are those of all the streams at once, bit for bit, and the plain loop's."""
+    model = model_of(name)
+    ids = np.random.default_rng(3).integers(1, V, size=97)
+    window = model.config.context if name == "transformer" else None
+    layout, cpu = EvalLayout(streams=5, chunk=8, window=window), torch.device("cpu")
+    monkeypatch.setattr(evaluation, "CPU_LOGITS_PER_BLOCK", 1 << 30)
+    whole = Scorer(model, BOS, layout, cpu).score(ids, keep_token_nll=True, keep_greedy=True)
+    monkeypatch.setattr(evaluation, "CPU_LOGITS_PER_BLOCK", 2 * 8 * V)  # two streams a block: 2 + 2 + 1
+    blocked = Scorer(model, BOS, layout, cpu).score(ids, keep_token_nll=True, keep_greedy=True)
+    assert blocked.total_nll_nats == whole.total_nll_nats
+    assert np.array_equal(blocked.token_nll, whole.token_nll)
+    assert np.array_equal(blocked.token_greedy, whole.token_greedy)
+    assert math.isclose(blocked.total_nll_nats, plain_nll(model, ids, 5, 8, window)[0], rel_tol=1e-9)
+
+
+def test_a_large_vocabulary_is_projected_in_cache_sized_blocks_on_a_cpu_and_at_once_on_a_gpu():
+    """32 streams of 128 tokens and 2,339 logits each: 38 MB at once, which a CPU projects at half speed."""
+    per_stream = 128 * 2339
+    on_cpu = evaluation._row_blocks(32, per_stream, torch.device("cpu"))
+    assert len(on_cpu) > 1 and max(s.stop - s.start for s in on_cpu) * per_stream <= evaluation.CPU_LOGITS_PER_BLOCK
+    assert [i for s in on_cpu for i in range(32)[s]] == list(range(32))
+    assert evaluation._row_blocks(32, per_stream, torch.device("cuda")) == [slice(0, 32)]
+    assert evaluation._row_blocks(16, 64 * 257, torch.device("cpu")) == [slice(0, 16)]  # a byte model's 1 MB
 
 
 @pytest.mark.parametrize("streams, chunk", [(1, 8), (3, 5), (2, 16)])

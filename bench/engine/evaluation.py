@@ -142,15 +142,19 @@ class Scorer:
             y = targets_t[:, t:t + layout.chunk]
             with self.precision.active(device):
                 hidden, state = model(x, state)
-            logits = model.logits(hidden.float())  # the output projection and softmax in float32, whatever the body
-            nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                                  ignore_index=-100, reduction="none").view(y.shape)
+            losses = []
+            for rows in _row_blocks(hidden.shape[0], hidden.shape[1] * model.logits_width(hidden), device):
+                # the output projection and softmax in float32, whatever the body
+                logits = model.logits(hidden[rows].float())
+                losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[rows].reshape(-1),
+                                              ignore_index=-100, reduction="none").view(y[rows].shape))
+                if greedy is not None:
+                    greedy[rows, t:t + layout.chunk] = (logits.argmax(-1) == y[rows]).cpu().numpy()
+            nll = torch.cat(losses)
             total += nll.sum(dtype=torch.float64)
             scored += (y != -100).sum()
             if token_nll is not None:
                 token_nll[:, t:t + layout.chunk] = nll.cpu().numpy()
-            if greedy is not None:
-                greedy[:, t:t + layout.chunk] = (logits.argmax(-1) == y).cpu().numpy()
         model.train(was_training)
         total, scored = ranks.sum(total), int(ranks.sum(scored).item())
         if scored != n:
@@ -168,6 +172,20 @@ class Scorer:
             return None
         mine = [per_stream[row, :b - a] for row, (a, b) in enumerate(bounds)]
         return np.concatenate(sum(self.ranks.gather_objects(mine), []) or [np.zeros(0, dtype=per_stream.dtype)])
+
+
+# On a CPU, the logits of a whole chunk (streams x chunk x vocabulary floats: 38 MB for 32 x 128 x 2,339) outgrow
+# the cache, and the projection and softmax run at half speed; in blocks of at most 2 MB they do not. Each token's
+# loss is the same either way: a row of the projection does not depend on the others.
+CPU_LOGITS_PER_BLOCK = 1 << 19
+
+
+def _row_blocks(streams: int, logits_per_stream: int, device: torch.device) -> list[slice]:
+    """The streams of a chunk in nearly equal blocks of at most CPU_LOGITS_PER_BLOCK logits (one stream at least)
+    on a CPU, all at once on a GPU."""
+    most = streams if device.type != "cpu" else max(1, CPU_LOGITS_PER_BLOCK // max(1, logits_per_stream))
+    per_block = -(-streams // max(1, -(-streams // most)))  # as many blocks as needed, of nearly equal size
+    return [slice(a, a + per_block) for a in range(0, streams, per_block)]
 
 
 def _chunks(longest: int, chunk: int, n: int, streams: int, progress: TextIO | None, label: str):

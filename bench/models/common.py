@@ -90,6 +90,10 @@ class LanguageModel(nn.Module):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden, self.embedding.weight, self.output_bias)
 
+    def logits_width(self, hidden: torch.Tensor) -> int:
+        """The logits ``logits`` makes of one position of ``hidden``: the vocabulary."""
+        return self.embedding.num_embeddings
+
     def compile_parts(self) -> None:
         """``torch.compile`` each submodule of a type in ``parts_to_compile``, in place.
 

@@ -46,5 +46,8 @@ class PretrainedLM(LanguageModel):
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return hidden
 
+    def logits_width(self, hidden: torch.Tensor) -> int:
+        return hidden.shape[-1]  # they are the logits already
+
     def embedding_params(self) -> int:
         return self.inner.get_input_embeddings().weight.numel()
