@@ -3,6 +3,7 @@
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -193,3 +194,21 @@ def test_a_read_only_data_folder_gives_every_figure_and_says_it_was_not_cached(r
     assert sum(line.startswith(("valid ", "test ")) for line in done.stdout.splitlines()) == 2 * len(METHODS)
     assert "not cached" in done.stdout + done.stderr and "cached afterwards" not in done.stderr
     assert "Read-only file system" in done.stdout + done.stderr  # why
+
+
+def test_the_longest_compressions_start_first_so_that_no_core_waits_alone_at_the_end(repeated, monkeypatch):
+    started = []
+
+    def recording(method):
+        def compress(data):
+            started.append((method.name, len(data), method.seconds_per_mb * len(data)))
+            return method.compress(data)
+        return replace(method, compress=compress)
+
+    monkeypatch.setattr(compressors, "METHODS", tuple(recording(m) for m in METHODS))
+    monkeypatch.setattr(compressors.os, "cpu_count", lambda: 1)  # one worker: the order of submission
+    compressor_baselines("rep", ("test",), repeated)
+    assert len(started) == 3 * len(METHODS)
+    assert [s for _, _, s in started] == sorted((s for _, _, s in started), reverse=True)
+    slowest = max(METHODS, key=lambda m: m.seconds_per_mb)
+    assert started[0][0] == slowest.name and started[0][1] == max(n for _, n, _ in started)  # train + test
