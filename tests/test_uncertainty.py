@@ -356,3 +356,13 @@ def test_what_a_comparison_without_a_test_says():
     assert (same.interval, same.test) == ("no variation over seeds or text", "")
     one = compare({0: 1.0}, {0: 0.5, 1: 0.6})
     assert (one.difference, one.interval, one.test) == (pytest.approx(0.45), "", "")  # the difference all the same
+
+
+def test_a_runs_document_losses_are_worked_out_once_for_the_main_table_and_every_pair_it_is_in(monkeypatch, tmp_path):
+    from bench.study.analysis import FinishedRun
+
+    worked_out = []
+    monkeypatch.setattr(FinishedRun, "_document_losses", lambda self, split: worked_out.append(split) or split)
+    run = FinishedRun({}, None, tmp_path)
+    assert [run.text_losses() for _ in range(3)] + [run.text_losses("valid")] == ["test"] * 3 + ["valid"]
+    assert worked_out == ["test", "valid"]

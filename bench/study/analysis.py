@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -33,6 +33,7 @@ class FinishedRun:
     row: dict  # its row of the runs table (bench.study.runs_table)
     result: RunResult
     run_dir: Path
+    _text_losses: dict = field(default_factory=dict, repr=False, compare=False)  # split -> text_losses'
 
     @cached_property
     def log(self) -> list[dict]:
@@ -85,7 +86,13 @@ class FinishedRun:
 
     def text_losses(self, split: str = "test") -> TextLosses | None:
         """Bits and bytes of each document of the split, from the per-token losses (None without them, for a
-        tokenization that does not give the text back, or for a text of too few documents to resample)."""
+        tokenization that does not give the text back, or for a text of too few documents to resample). Worked
+        out once: the main table and every pair of the paired comparisons that a run is in ask for them."""
+        if split not in self._text_losses:
+            self._text_losses[split] = self._document_losses(split)
+        return self._text_losses[split]
+
+    def _document_losses(self, split: str) -> TextLosses | None:
         nll = self.token_nll(split)
         if nll is None:
             return None
