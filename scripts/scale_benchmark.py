@@ -126,7 +126,7 @@ def enwik8_stages(megabytes: int, out: Path, env: dict, schemes: list[str]) -> l
         ("run-matrix: 4 tiny runs (byte, char x 2 seeds) dumping 5%-test losses",
          bench("run-matrix", str(out / f"{name}.toml"), "--results", str(out / f"results-{name}"), "--quiet",
                *common)),
-        ("baselines (gzip, bzip2, xz, zstd, brotli, PPMd on test, primed with train)",
+        ("baselines (gzip, bzip2, xz, zstd, PPMd on test, primed with train)",
          bench("baselines", name, "--splits", "test", "--quiet", *common)),
         ("report of those 4 runs (tables, bootstrap, figures, HTML; baselines cached)",
          bench("report", str(out / f"results-{name}"), "--out", str(out / f"report-{name}"))),

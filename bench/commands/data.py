@@ -162,7 +162,7 @@ def baselines_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
 ) -> None:
-    """Bits per byte of classical compressors (gzip, bzip2, xz, zstd, brotli, PPMd) on a corpus's splits, alone
+    """Bits per byte of classical compressors (gzip, bzip2, xz, zstd, PPMd) on a corpus's splits, alone
     and primed with its train split: the baselines a language model must beat. Cached by the files' sha256."""
     from bench.data.compressors import MIN_SPLIT_BYTES, compressor_baselines
     from bench.text_tables import text_table
