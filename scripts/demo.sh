@@ -23,6 +23,7 @@ JOBS=$(( $(nproc 2>/dev/null || echo 1) >= 2 ? 2 : 1 ))
 # meanwhile at the lowest priority, on what the runs leave of the cores, and cached for the report.
 nice -n 19 "$BIN/bench" baselines wikitext-2 --splits test --quiet > /dev/null 2>&1 &
 baselines=$!
+trap 'kill "$baselines" 2>/dev/null || true' EXIT  # a demo stopped early leaves nothing running
 "$BIN/bench" run-matrix configs/quick.toml --jobs "$JOBS"
 wait "$baselines" || echo "the compressor baselines could not be measured beside the runs; the report measures them"
 "$BIN/bench" report results/quick
