@@ -33,7 +33,7 @@ class FinishedRun:
     row: dict  # its row of the runs table (bench.study.runs_table)
     result: RunResult
     run_dir: Path
-    _text_losses: dict = field(default_factory=dict, repr=False, compare=False)  # split -> text_losses'
+    _text_losses: dict = field(default_factory=dict, repr=False, compare=False)  # split -> what text_losses gave
 
     @cached_property
     def log(self) -> list[dict]:
