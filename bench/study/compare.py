@@ -119,12 +119,11 @@ def compare_results(a: Path, b: Path) -> Compared:
     from bench.study.runs_table import FIRST_AFTER_AXES, read_runs_table
 
     tables = [read_runs_table(path) for path in (a, b)]
-    runs = [table.runs for table in tables]  # every number from the runs' own result.json, as the report reads them
     keys = [k for k in tables[0].axes if k != "seed" and k in tables[1].axes] + [FIRST_AFTER_AXES]
     notes = [f"A: {a}; B: {b}. Seed means of test bits per byte; A - B with one Welch t over seeds (its interval "
              "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
-    cells = [_cells(side, path, table, side_runs, keys, notes)
-             for side, path, table, side_runs in zip("AB", (a, b), tables, runs)]
+    # every number from the runs' own result.json (table.runs), as the report reads them
+    cells = [_cells(side, path, table, keys, notes) for side, path, table in zip("AB", (a, b), tables)]
     rows, comparisons, bits_per_byte = [], [], METRICS["bits_per_byte"].label
     for key, side_a in cells[0].items():
         side_b = cells[1].get(key)
@@ -151,12 +150,12 @@ def compare_results(a: Path, b: Path) -> Compared:
     return Compared(rows, list(rows[0]), notes)
 
 
-def _cells(side: str, path: Path, table, runs: dict, keys: list[str], notes: list[str]) -> dict[tuple, dict]:
+def _cells(side: str, path: Path, table, keys: list[str], notes: list[str]) -> dict[tuple, dict]:
     """One side's runs by cell (its axes but the seed, and its phase), each cell's by seed; the runs that are no
     result left out and named in ``notes``."""
     cells: dict[tuple, dict] = {}
     unscored = []
-    for name, run in sorted(runs.items()):
+    for name, run in sorted(table.runs.items()):
         test = run.result.metrics.get("test")
         if test is None:
             unscored.append(name)

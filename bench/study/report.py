@@ -59,7 +59,6 @@ def load_study(results_dir: Path) -> Study:
         counts = ", ".join(f"{n} {s}" for s, n in table["status"].value_counts().items())
         raise BenchError(f"{results_dir}: no run has finished ({counts}: see each run folder's status.json); nothing "
                          f"to report yet")
-    done = pd.DataFrame([runs_table.runs[r].row for r in done["run_dir"]], index=done.index)
     scored = pd.to_numeric(done.get("test_bits_per_byte", pd.Series(index=done.index, dtype=float)), errors="coerce")
     valid_only, done = list(done.loc[scored.isna(), "run_dir"]), done[scored.notna()].copy()
     if done.empty:

@@ -18,7 +18,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from bench.engine.lock import RunLock, RunLocked, is_locked
-from bench.engine.result import DONE, finished_result
+from bench.engine.result import DONE, RunResult, finished_result
 from bench.errors import BenchError
 from bench.fileio import write_json_atomic
 from bench.run_files import CHECKPOINT, STATUS
@@ -91,15 +91,19 @@ def failure_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
 
 
-def folder_status(run_dir: Path, run_id: str) -> tuple[RunStatus, str]:
-    """Where a run stands by its folder alone, and its last attempt's error: finished by its result, else
-    running by its lock, else the outcome its status.json records (failed, interrupted, ...), else partial or new."""
+def folder_status(run_dir: Path, run_id: str) -> tuple[RunStatus, str, RunResult | None]:
+    """Where a run stands by its folder alone, its last attempt's error, and its result if it finished: finished
+    by its result, else running by its lock, else the outcome its status.json records (failed, interrupted, ...),
+    else partial or new."""
     record = Attempt.read(run_dir)
     error = record.error if record else ""
+    result = finished_result(run_dir, run_id)
+    if result is not None:
+        return RunStatus.DONE, error, result
     status = current_status(run_dir, run_id)
     if status in (RunStatus.PARTIAL, RunStatus.NEW) and record is not None and record.status is not RunStatus.DONE:
         status = record.status
-    return status, error
+    return status, error, None
 
 
 def current_status(run_dir: Path, run_id: str) -> RunStatus:

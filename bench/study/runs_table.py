@@ -23,7 +23,6 @@ from typing import Any
 
 import pandas as pd
 
-from bench.engine.result import finished_result
 from bench.errors import BenchError
 from bench.fileio import json_text, update_text
 from bench.run_files import CELL
@@ -121,8 +120,7 @@ def _folder_rows(results_dir: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BenchError(f"{path} is not a readable cell record ({type(exc).__name__}: {exc}); {REWRITE}") from None
         run_dir = path.parent
-        status, error = folder_status(run_dir, run_id)
-        result = finished_result(run_dir, run_id) if status is RunStatus.DONE else None
+        status, error, result = folder_status(run_dir, run_id)
         row = {**cell, FIRST_AFTER_AXES: phase, "run_id": run_id, "run_dir": run_dir.name, "status": status.value,
                "error": error, "matrix": matrix, "config_sha256": config_sha256}
         row.update(result.flat() if result else {})
