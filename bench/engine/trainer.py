@@ -121,7 +121,7 @@ class Trainer:
         progress shown)."""
         recipe = self.recipe
         streams = recipe.final_eval_streams if final and recipe.final_eval_streams else recipe.eval_streams
-        layout = run_layout(self.model, streams, self.recipe.bptt, self.recipe.eval_chunk, self.precision)
+        layout = run_layout(self.model, streams, recipe.bptt, recipe.eval_chunk, self.precision)
         progress = self.console if final and self.show_progress else None
         return Scorer(self.model, self.tokenizer.bos_id, layout, self.device, self.precision, self.ranks, progress)
 
@@ -223,11 +223,11 @@ class Trainer:
         interrupted run equals that of an uninterrupted one."""
         if not self.ranks.is_main:
             return
-        kept = []
+        lines = read_log_lines(self.log_file) if self.log_file.exists() else []
+        kept = [(line, entry) for line in lines if (entry := json.loads(line))["step"] <= step]  # each parsed once
         if self.log_file.exists():
-            kept = [line for line in read_log_lines(self.log_file) if json.loads(line)["step"] <= step]
-            self.log_file.write_text("".join(line + "\n" for line in kept))
-        self.curves.restart([json.loads(line) for line in kept])
+            self.log_file.write_text("".join(line + "\n" for line, _ in kept))
+        self.curves.restart([entry for _, entry in kept])
 
     def log(self, record: dict) -> None:
         if not self.ranks.is_main:
