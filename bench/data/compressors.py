@@ -218,28 +218,25 @@ def _measure(corpus: str, opened: dict[str, SplitData], splits: tuple[str, ...],
             jobs[(m.name, split)] = (m, (split,))
             if split != "train":
                 jobs[(m.name, "train+" + split)] = (m, ("train", split))
-    jobs = dict(sorted(jobs.items(), key=lambda job: _seconds(*job[1], texts), reverse=True))  # the longest first
+    job_bytes = {key: sum(len(texts[p]) for p in parts) for key, (_, parts) in jobs.items()}
+    # the longest first (Method.seconds_per_mb says why)
+    jobs = dict(sorted(jobs.items(), key=lambda job: job[1][0].seconds_per_mb * job_bytes[job[0]], reverse=True))
     sizes: dict[tuple[str, str], int] = {}
     workers = max(1, min(4, os.cpu_count() or 1))  # xz -9e alone needs about 700 MB while it compresses
     with ThreadPoolExecutor(workers) as pool, tqdm(
-            total=sum(sum(len(texts[p]) for p in parts) for _, parts in jobs.values()), unit="B", unit_scale=True,
+            total=sum(job_bytes.values()), unit="B", unit_scale=True,
             disable=not (progress and sys.stderr.isatty()), desc=f"compressing {corpus}") as bar:
         futures = {pool.submit(lambda m, parts: len(m.compress(b"".join(texts[p] for p in parts))), *job): key
                    for key, job in jobs.items()}
         for future in as_completed(futures):
             key = futures[future]
             sizes[key] = future.result()
-            bar.update(sum(len(texts[p]) for p in jobs[key][1]))
+            bar.update(job_bytes[key])
     rows = [_baseline(m, split, len(texts[split]), sizes[(m.name, split)],
                       None if split == "train" else sizes[(m.name, "train+" + split)] - sizes[(m.name, "train")])
             for m in METHODS for split in splits]
     described = {s: {"sha256": d.sha256, "size": d.size, "status": d.status} for s, d in opened.items()}
     return BaselineTable(corpus, described, rows)
-
-
-def _seconds(m: Method, parts: tuple[str, ...], texts: dict[str, bytes]) -> float:
-    """About how long compressing ``parts`` with ``m`` takes."""
-    return m.seconds_per_mb * sum(len(texts[p]) for p in parts) / 1e6
 
 
 def _baseline(m: Method, split: str, n: int, cold: int, primed: int | None) -> Baseline:
