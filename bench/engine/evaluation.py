@@ -150,7 +150,7 @@ class Scorer:
                                               ignore_index=-100, reduction="none").view(y[rows].shape))
                 if greedy is not None:
                     greedy[rows, t:t + layout.chunk] = (logits.argmax(-1) == y[rows]).cpu().numpy()
-            nll = torch.cat(losses)
+            nll = losses[0] if len(losses) == 1 else torch.cat(losses)  # one block (a GPU): no copy
             total += nll.sum(dtype=torch.float64)
             scored += (y != -100).sum()
             if token_nll is not None:
