@@ -44,9 +44,6 @@ class Curves:
     def write(self, record: dict) -> None:
         """One log line."""
 
-    def flush(self) -> None:
-        """Make what was written visible: at each validation, the run's last step included."""
-
 
 class TensorBoardCurves(Curves):
     def __init__(self, run_folder: Path):
@@ -76,6 +73,7 @@ class TensorBoardCurves(Curves):
             self.flush()
 
     def flush(self) -> None:
+        """Make what was written visible: at each validation, the run's last step included."""
         if self.writer is not None:
             self.writer.flush()
 
