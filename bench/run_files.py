@@ -30,3 +30,9 @@ def run_folder_name(parts: list, run_id: str) -> str:
 def token_losses(split: str) -> str:
     """Each evaluated token's NLL (nats), in text order (``dump_token_losses``)."""
     return f"token_nll.{split}.npy"
+
+
+def document_losses(split: str) -> str:
+    """Bits and bytes of each document of the split (``bench.study.records``): a run's text losses without its
+    per-token array."""
+    return f"documents.{split}.json"

@@ -8,8 +8,8 @@
 #   scripts/gpu/runbook.sh speed  OUT   # bench speed: precisions, CUDA graphs, LAMB's loop and foreach, compiled, the
 #                                       # small presets, a batch sweep, the reference side by side; one table
 #   scripts/gpu/runbook.sh study  OUT   # configs/gpu-wikitext2.toml (resumes where it stopped), then its report
-#   scripts/gpu/runbook.sh lease  OUT   # what a 15-minute lease has room for, in one call: the byte study with three
-#                                       # diagnose variants and the CUDA-graph/LAMB tests beside it, then speed rows
+#   scripts/gpu/runbook.sh lease  OUT   # what a 15-minute lease has room for, in one call: a block of the study, its
+#                                       # runs' records to commit, then speed rows if the study had nothing left
 #
 # TINY=1 runs every stage at toy sizes on whatever device there is (the CPU dry run `make test` runs).
 # MIRROR: folder with wikitext-2/ (default .gpu/mirror, a copy of ../shared/data that travels to the GPU).
@@ -195,52 +195,47 @@ study() {
   ls -la "$OUT"
 }
 
-# One call that ends by DEADLINE seconds (default 550; measured 424 s on an H200): phase 1 shares the GPU between the
-# byte study (configs/gpu-wikitext2-byte.toml), the diagnose variants that settle the precision (300 steps each)
-# and the CUDA-graph/LAMB tests, which measure learning and correctness, not speed; its report; then phase 2 measures
-# speed rows alone on the GPU, most wanted first, each at most 60 s, none started in the deadline's last 60 s.
-# At most 7 files come back (the results and the report as in the study stage).
+# One call that ends by DEADLINE seconds (default 560): the study of LEASE_CONFIG (default configs/gpu-wikitext2.toml,
+# whose grid lists its runs most wanted first; JOBS at a time, default 6) until STUDY_MARGIN seconds (default 45)
+# before the deadline, the finished runs' records (losses by document, bench.study.records), then what comes back:
+# records.tgz (each run folder without checkpoints or per-token losses: enough for the matrix to skip it and for
+# the report) and the test split's per-token losses as nll.tgz.* (15 MB parts). The report is built where the
+# records land (its compressor baselines take minutes of CPU). Time left once the study has nothing more to run
+# goes to speed rows alone on the GPU, most wanted first, none started in the deadline's last 60 s.
 lease() {
-  local deadline=${DEADLINE:-550} logs="$OUT/logs" rows="$OUT/speed.jsonl" notes="$OUT/logs/speed.notes"
-  local config=${LEASE_CONFIG:-configs/gpu-wikitext2-byte.toml} results=${LEASE_RESULTS:-results/gpu-wikitext2-byte}
-  local preset=paper steps=20 diagnose=(--steps 300) study=(--jobs 6 --quiet)
+  local deadline=${DEADLINE:-560} logs="$OUT/logs" rows="$OUT/speed.jsonl" notes="$OUT/logs/speed.notes"
+  local config=${LEASE_CONFIG:-configs/gpu-wikitext2.toml} results=${LEASE_RESULTS:-results/gpu-wikitext2}
+  local preset=paper steps=20 study=(--jobs "${JOBS:-6}" --quiet)
   speed_args=()
   if [ "$TINY" = 1 ]; then
-    preset=tiny; steps=2; diagnose=(--steps 10 --tiny); study=(--dry-run); speed_args=(--set threads=1)
+    preset=tiny; steps=2; study=(--jobs 2 --quiet); speed_args=(--set threads=1)
+    config=${LEASE_CONFIG:-configs/smoke.toml}  # the GPU study's sizes take hours on a CPU
   fi
   mkdir -p "$logs"; : > "$rows"
   fetch_wikitext2 > "$logs/fetch.log" 2>&1
-  timeout --signal=TERM --kill-after=30 $(( deadline - SECONDS - 190 )) \
-    "$PY" cli.py run-matrix "$config" --results "$results" "${study[@]}" > "$OUT/study.log" 2>&1 &
-  local study_pid=$!
-  ( for variant in gpu-as-before float16-scaled bf16-fp32-lstm; do
-      timeout 150 "$PY" scripts/sharnn_plateau.py --out "${CELLS:-$OUT.cells}" run "$variant" "${diagnose[@]}" \
-        || echo "$variant: failed"
-    done
-    "$PY" scripts/sharnn_plateau.py --out "${CELLS:-$OUT.cells}" table > "$OUT/diagnose.md" ) > "$logs/diagnose.log" 2>&1 &
-  timeout 240 "$PY" -m pytest -q -p no:cacheprovider -rfEx tests/test_cuda.py -k "graph or lamb" \
-    > "$logs/pytest-graph-lamb.log" 2>&1 &
-  wait "$study_pid" || echo "the study stopped early (see study.log); the next call resumes it"
-  wait
-  echo "[$SECONDS s] phase 1 done"; tail -3 "$OUT/study.log"; cat "$OUT/diagnose.md"; tail -3 "$logs/pytest-graph-lamb.log"
-  if [ "$TINY" != 1 ]; then
-    timeout 90 "$PY" cli.py report "$results" --out "reports/$(basename "$results")" > "$logs/report.log" 2>&1 \
-      || echo "the report failed (see logs/report.log)"
+  timeout --signal=TERM --kill-after=20 $(( deadline - SECONDS - ${STUDY_MARGIN:-45} )) \
+    "$PY" cli.py run-matrix "$config" --results "$results" "${study[@]}" > "$OUT/study.log" 2>&1 \
+    || echo "the study stopped early (see study.log); the next call resumes it"
+  echo "[$SECONDS s] study block done"; tail -4 "$OUT/study.log"
+  if [ -d "$results" ]; then
+    "$PY" -m bench.study.records "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
+    tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/records.tgz" "$results"
+    find "$results" -name 'token_nll.test.npy' -print0 | tar --null -T - -czf - | split -b 15M - "$OUT/nll.tgz."
   fi
   SPEED_SECONDS=$(( deadline - 60 )) MEASURE_SECONDS=${MEASURE_SECONDS:-60}
   measure --model sha-rnn --preset "$preset" --set precision=float16
-  measure --model sha-rnn --preset "$preset" --set precision=bfloat16
   (( SECONDS < deadline - 100 )) && MEASURE_SECONDS=90 side_by_side "$logs/reference.json" > "$logs/reference.log" 2>&1
   measure --model transformer --preset "$preset" --set precision=bfloat16
   compiled sha-rnn --set precision=float16
-  measure --model sha-rnn --preset "$preset" --set precision=bfloat16 --set lamb_impl=loop
   measure --model lstm --preset "$preset" --set precision=float16
   compiled transformer --set precision=bfloat16
-  measure --model sha-rnn --preset "$preset" --set precision=float32
-  local table_args=("$rows"); [ -f "$notes" ] && table_args+=(--notes "$notes")
-  [ -f "$logs/reference.json" ] && table_args+=(--reference "$logs/reference.json")
-  "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"; cat "$OUT/speed.md"
-  pack "$results"
+  if [ -s "$rows" ]; then
+    local table_args=("$rows"); [ -f "$notes" ] && table_args+=(--notes "$notes")
+    [ -f "$logs/reference.json" ] && table_args+=(--reference "$logs/reference.json")
+    "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"; cat "$OUT/speed.md"
+  else
+    rm -f "$rows"
+  fi
   tar -czf "$OUT/logs.tgz" -C "$OUT" logs && rm -r "$logs"
   echo "[$SECONDS s] lease done"
 }
