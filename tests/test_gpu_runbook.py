@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 
 import pytest
 import torch
@@ -66,13 +67,14 @@ def test_the_prove_stage_reports_versions_and_the_cuda_tests(tmp_path):
 @pytest.mark.mirror
 def test_the_study_stage_plans_the_gpu_matrix(tmp_path, mirror):
     done = runbook("study", tmp_path / "out", MIRROR=mirror, BENCH_DATA_DIR=tmp_path / "data",
-                   RESULTS=tmp_path / "results")
+                   RESULTS=tmp_path / "gpu-wikitext2")  # its records: results/reference/gpu-wikitext2/runs
     assert done.returncode == 0, done.stderr[-2000:]
     plan = (tmp_path / "out" / "study.log").read_text()
-    assert "24 runs, 24 to train; estimated training compute" in plan
+    recorded = len(list((REPO / "results" / "reference" / "gpu-wikitext2" / "runs").iterdir()))
+    assert f"36 runs, {36 - recorded} to train; estimated training compute" in plan  # the committed runs are done
     for scheme in ("byte", "bpe:4096", "word-open:33278", "word:33278"):
-        assert plan.count(f" {scheme} ") == 6  # 3 models x 2 seeds
-    assert not (tmp_path / "results").exists()  # a plan writes no results
+        assert plan.count(f" {scheme} ") == 9  # 3 models x 3 seeds
+    assert not (tmp_path / "gpu-wikitext2").exists()  # a plan writes no results
 
 
 def test_the_speed_table_reads_the_side_by_side(tmp_path):
@@ -111,20 +113,22 @@ def test_the_diagnose_stage_trains_the_sharnn_cell_under_each_variant_and_tabula
 
 
 @pytest.mark.mirror
-def test_the_lease_stage_runs_the_byte_study_diagnose_and_speed_in_one_call(tmp_path, mirror):
+def test_the_lease_stage_trains_a_block_of_the_study_sends_its_records_back_then_speed(tmp_path, mirror):
     done = runbook("lease", tmp_path / "out", MIRROR=mirror, BENCH_DATA_DIR=tmp_path / "data",
-                   LEASE_RESULTS=tmp_path / "results", REFERENCE=tmp_path / "absent", CELLS=tmp_path / "cells")
+                   LEASE_RESULTS=tmp_path / "smoke", REFERENCE=tmp_path / "absent")
     assert done.returncode == 0, done.stderr[-2000:]
     out = tmp_path / "out"
-    assert "9 runs, 9 to train" in (out / "study.log").read_text()  # TINY plans the study only
-    table = (out / "diagnose.md").read_text()
-    assert [f"| {v} |" in table for v in ("gpu-as-before", "float16-scaled", "bf16-fp32-lstm")] == [True] * 3
-    rows = read_objects((out / "speed.jsonl").read_text())
+    assert "smoke: 12 done" in (out / "study.log").read_text()  # TINY trains the smoke config
+    with tarfile.open(out / "records.tgz") as records:
+        names = records.getnames()
+    assert not [n for n in names if n.endswith((".pt", ".npy"))]
+    assert sum(n.endswith("/documents.test.json") for n in names) == 10  # the lossless runs' losses by document
+    nll = subprocess.run(f"cat {out}/nll.tgz.* | tar tzf -", shell=True, capture_output=True, text=True).stdout
+    assert nll.count("token_nll.test.npy") == 12
+    rows = read_objects((out / "speed.jsonl").read_text())  # the study had nothing left: speed rows follow
     assert [(r["model"], r["precision"].split(" ")[0].rstrip(",")) for r in rows] == [
-        ("sha-rnn", "float16"), ("sha-rnn", "bfloat16"), ("transformer", "bfloat16"), ("sha-rnn", "bfloat16"),
-        ("lstm", "float16"), ("sha-rnn", "float32")]  # the compiled rows: a note in the dry run
-    speed = (out / "speed.md").read_text()
-    assert rows[3]["optimizer"] == "lamb loop" and speed.count("| tiny |") == 6
-    assert speed.count("not measured in the dry run (compiling takes a minute on a CPU)") == 2
-    assert sorted(p.name for p in out.iterdir()) == ["diagnose.md", "logs.tgz", "speed.jsonl", "speed.md", "study.log"]
+        ("sha-rnn", "float16"), ("transformer", "bfloat16"), ("lstm", "float16")]  # compiled: a note in the dry run
+    assert (out / "speed.md").read_text().count("not measured in the dry run") == 2
+    assert sorted(p.name for p in out.iterdir()) == ["logs.tgz", "nll.tgz.aa", "records.tgz", "speed.jsonl",
+                                                     "speed.md", "study.log"]
     assert "lease done" in done.stdout

@@ -25,6 +25,9 @@ def run_matrix_command(
     results: Optional[Path] = typer.Option(None, "--results", help="Results folder (default: results/<matrix "
                                            "name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
+    records: Optional[Path] = typer.Option(None, "--records", help="A folder of finished runs' records trained "
+                                           "elsewhere (python -m bench.study.records export): a run not started "
+                                           "here whose record is there is done, its folder made from the record."),
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
     launcher: str = typer.Option("local", "--launcher", help="local: processes of this machine (--jobs); slurm: "
@@ -68,7 +71,7 @@ def run_matrix_command(
         wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
     execution = Execution(jobs=jobs, threads=threads, retry_failed=retry_failed, show_progress=not quiet,
                           cluster=cluster)
-    outcome = run_matrix(config, results, data_dir, execution, dry_run=dry_run)
+    outcome = run_matrix(config, results, data_dir, execution, dry_run=dry_run, records=records)
     if dry_run:
         rows = [run.row() for chain in outcome.chains for run in chain] + [r.row() for r in outcome.pretrained]
         axes = [k for k in rows[0] if k not in PLAN_COLUMNS] if rows else []

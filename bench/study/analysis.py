@@ -85,17 +85,20 @@ class FinishedRun:
         return np.asarray(encoded_split(self.tokenizer, self.split_data(split)))
 
     def text_losses(self, split: str = "test") -> TextLosses | None:
-        """Bits and bytes of each document of the split, from the per-token losses (None without them, for a
-        tokenization that does not give the text back, or for a text of too few documents to resample). Worked
-        out once: the main table and every pair of the paired comparisons that a run is in ask for them."""
+        """Bits and bytes of each document of the split, from the per-token losses or the run's record of them
+        (None without either, for a tokenization that does not give the text back, or for a text of too few
+        documents to resample). Worked out once: the main table and every pair of the paired comparisons that a
+        run is in ask for them."""
         if split not in self._text_losses:
             self._text_losses[split] = self._document_losses(split)
         return self._text_losses[split]
 
     def _document_losses(self, split: str) -> TextLosses | None:
         nll = self.token_nll(split)
-        if nll is None:
-            return None
+        if nll is None:  # a run trained elsewhere keeps its losses by document alone (bench.study.records)
+            from bench.study.records import read_document_losses
+
+            return read_document_losses(self.run_dir, split)
         ids = self.ids(split)
         text = self.split_data(split).read_text()
         ends = np.cumsum(self.tokenizer.byte_lengths(ids))

@@ -65,8 +65,10 @@ class Execution:
 
 
 def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, data_dir: str | Path | None = None,
-               execution: Execution = Execution(), dry_run: bool = False) -> MatrixOutcome:
-    """Plan a matrix and, unless ``dry_run``, run what is not done as ``execution`` says."""
+               execution: Execution = Execution(), dry_run: bool = False,
+               records: str | Path | None = None) -> MatrixOutcome:
+    """Plan a matrix and, unless ``dry_run``, run what is not done as ``execution`` says; a run whose record is in
+    ``records`` (bench.study.records) and that was not started here is done."""
     from bench.data.paths import resolve_data_dir
 
     execution.check()
@@ -84,9 +86,14 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, d
         for folder in new_corpora:
             shutil.rmtree(folder, ignore_errors=True)
         raise
+    created = not results.exists()
+    if records is not None:
+        from bench.study.records import adopt_records
+
+        adopted = adopt_records([run for chain in outcome.chains for run in chain], Path(records), data, dry_run)
+        print(f"{adopted} run(s) done from their records in {records}", file=sys.stderr)
     if dry_run:
         return outcome
-    created = not results.exists()
     try:
         return _execute(outcome, execution)
     except Exception:  # a full disk, say; Ctrl-C keeps what the runs in progress saved

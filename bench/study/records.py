@@ -1,27 +1,36 @@
-"""A finished run's small records: what a study keeps of a run trained elsewhere (a lent GPU whose run folders do
-not come back) so that the matrix skips it and the report reads it. They are its ``result.json``, ``spec.json``,
-``cell.json`` and ``log.jsonl``, its ``tokenizer.json``, and its losses by document (``documents.<split>.json``:
-bits and bytes per document of the split), never checkpoints or per-token losses.
+"""A finished run's records: what a study keeps of a run trained elsewhere (a lent GPU whose run folders do not come
+back) so that the matrix skips it and the report reads it, in a folder small enough to commit.
 
-``python -m bench.study.records RESULTS`` writes the document losses of every finished run of a results folder
-(from its ``token_nll.<split>.npy``).
+A record is the run folder's ``result.json``, ``spec.json``, ``cell.json``, ``status.json`` and ``log.jsonl``, and
+its losses by document (``documents.<split>.json``: bits and bytes of each document of the split, which the
+report's intervals resample), never checkpoints, per-token losses or the tokenizer (the same for every run of a
+tokenization: it is trained again from the data and must hash as the run's did).
+
+* ``python -m bench.study.records documents RESULTS``: the losses by document of every finished run of a results
+  folder (from its ``token_nll.<split>.npy``), written beside them;
+* ``python -m bench.study.records export RESULTS RECORDS``: the records of its finished runs into RECORDS;
+* ``bench run-matrix CONFIG --records RECORDS``: a run not started here whose record is in RECORDS becomes a run
+  folder of the results (its tokenizer from the data), so the matrix skips it and the report includes it.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
-from bench.fileio import write_text_atomic
-from bench.run_files import document_losses
+from bench.fileio import write_bytes_atomic, write_text_atomic
+from bench.run_files import CELL, LOG, RESULT, SPEC, STATUS, TOKENIZER, document_losses
 from bench.study.uncertainty import TextLosses
 
 SPLITS = ("test",)
+RECORD_FILES = (RESULT, SPEC, CELL, STATUS, LOG) + tuple(document_losses(split) for split in SPLITS)
 
 
 def write_document_losses(run_dir: Path, result: RunResult) -> list[Path]:
@@ -51,19 +60,116 @@ def read_document_losses(run_dir: Path, split: str) -> TextLosses | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BenchError(f"{path} is not a readable record of losses by document ({type(exc).__name__}); restore "
                          f"it, or delete it and evaluate the run again with --dump-token-losses") from None
-    if bits.shape != sizes.shape or bits.ndim != 1:
+    if bits.shape != sizes.shape or bits.ndim != 1 or not len(bits):
         raise BenchError(f"{path}: its bits and bytes are not one number per document each; restore it")
     return TextLosses(bits, sizes)
 
 
-def main(results_dir: str) -> None:
-    for cell in sorted(Path(results_dir).glob("*/cell.json")):
-        run_dir = cell.parent
-        record = json.loads(cell.read_text())
-        result = finished_result(run_dir, record["run_id"])
-        for path in write_document_losses(run_dir, result) if result else []:
-            print(path)
+def finished_runs(results_dir: Path) -> list[tuple[Path, RunResult]]:
+    """Each run folder of a results folder that holds its finished result, with that result."""
+    found = []
+    for cell in sorted(results_dir.glob(f"*/{CELL}")):
+        try:
+            run_id = json.loads(cell.read_text())["run_id"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise BenchError(f"{cell} is not a readable cell record; restore it or delete its run folder") from None
+        result = finished_result(cell.parent, run_id)
+        if result is not None:
+            found.append((cell.parent, result))
+    return found
+
+
+def export_records(results_dir: Path, records_dir: Path) -> list[Path]:
+    """The record of each finished run of ``results_dir`` in ``records_dir`` (its losses by document written
+    first where it has per-token losses); the record folders written. A record already there is kept when it
+    is the same run and refused when it is not: no record is replaced."""
+    written = []
+    for run_dir, result in finished_runs(results_dir):
+        write_document_losses(run_dir, result)
+        target = records_dir / run_dir.name
+        if target.exists():
+            held = finished_result(target, result.run_id)
+            if held is None:
+                raise BenchError(f"{target} exists and is not the record of run {result.run_id[:10]}; move it away "
+                                 f"or export into another folder")
+            continue
+        _copy_folder(run_dir, target, [name for name in RECORD_FILES if (run_dir / name).is_file()])
+        written.append(target)
+    return written
+
+
+def restore_record(record_dir: Path, run_id: str, run_dir: Path, data_dir: Path) -> bool:
+    """Make ``run_dir`` (which must not exist) from the record of ``run_id`` in ``record_dir``, its tokenizer
+    trained from the data (through the cache) and checked against the run's; False where the folder holds no
+    finished record of that run."""
+    from bench.data.cache import cached_tokenizer
+
+    result = finished_result(record_dir, run_id)
+    if result is None:
+        return False
+    spec = result.spec
+    tokenizer = cached_tokenizer(spec.tokenizer, spec.dataset, data_dir)
+    if tokenizer.hash != result.tokenizer.hash:
+        raise BenchError(f"{record_dir}: the {spec.tokenizer} tokenizer trained here from {spec.dataset} (sha256 "
+                         f"{tokenizer.hash[:12]}) is not the run's ({result.tokenizer.hash[:12]}): its data or its "
+                         f"tokenizer library differ; use the data it was trained on, or train the run here")
+    _copy_folder(record_dir, run_dir, [name for name in RECORD_FILES if (record_dir / name).is_file()],
+                 extra={TOKENIZER: tokenizer.to_bytes()})
+    return True
+
+
+def adopt_records(runs: list, records_dir: Path, data_dir: Path, dry_run: bool) -> int:
+    """Each run of a plan (``PlannedRun``) not started here whose record is in ``records_dir``: its folder made from
+    the record (not in a dry run) and its status done, so that the matrix skips it. How many were."""
+    from bench.study.run_status import RunStatus
+
+    if not records_dir.is_dir():
+        raise BenchError(f"--records {records_dir}: no such folder; give the folder of exported records "
+                         f"(python -m bench.study.records export RESULTS RECORDS), or leave --records out")
+    adopted = 0
+    for run in runs:
+        if run.status is not RunStatus.NEW or run.run_dir is None:
+            continue  # a folder here is this machine's own run: never replaced
+        record = records_dir / run.run_dir.name
+        if dry_run:
+            found = finished_result(record, run.run_id) is not None
+        else:
+            found = restore_record(record, run.run_id, run.run_dir, data_dir)
+        if found:
+            run.status = RunStatus.DONE
+            adopted += 1
+    return adopted
+
+
+def _copy_folder(source: Path, target: Path, names: list[str], extra: dict[str, bytes] | None = None) -> None:
+    """``target`` made whole or not at all: the files are written into a temporary folder beside it, renamed."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        for name in names:
+            shutil.copyfile(source / name, staging / name)
+        for name, data in (extra or {}).items():
+            write_bytes_atomic(staging / name, data)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def main(argv: list[str]) -> None:
+    usage = "usage: python -m bench.study.records documents RESULTS | export RESULTS RECORDS"
+    if argv[:1] == ["documents"] and len(argv) == 2:
+        for run_dir, result in finished_runs(Path(argv[1])):
+            for path in write_document_losses(run_dir, result):
+                print(path)
+    elif argv[:1] == ["export"] and len(argv) == 3:
+        written = export_records(Path(argv[1]), Path(argv[2]))
+        print(f"{len(written)} record(s) written to {argv[2]}")
+    else:
+        raise SystemExit(usage)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    try:
+        main(sys.argv[1:])
+    except BenchError as exc:
+        raise SystemExit(f"error: {exc}") from None

@@ -27,6 +27,8 @@ MIRROR=${MIRROR:-.gpu/mirror}
 REFERENCE=${REFERENCE:-.gpu/sha-rnn}
 CONFIG=${CONFIG:-configs/gpu-wikitext2.toml}
 RESULTS=${RESULTS:-results/gpu-wikitext2}
+# RECORDS: the committed records of the study's runs finished on earlier leases (bench.study.records); the matrix
+# skips them (default results/reference/<results folder's name>/runs, where it exists).
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 bench() { "$PY" cli.py "$@"; }
@@ -179,16 +181,24 @@ diagnose() {
   cat "$OUT/diagnose.md"
 }
 
+records_of() {  # --records for the results folder $1, where its committed records are
+  local records=${RECORDS:-results/reference/$(basename "$1")/runs}
+  [ -d "$records" ] && echo "--records $records"
+  return 0
+}
+
 study() {
   fetch_wikitext2
-  local config="$CONFIG"
+  local config="$CONFIG" records
+  records=$(records_of "$RESULTS")
   if [ "$TINY" = 1 ]; then  # the plan only: the CPU cannot train these sizes in a test
-    bench run-matrix "$config" --results "$RESULTS" --dry-run | tee "$OUT/study.log"
+    bench run-matrix "$config" --results "$RESULTS" $records --dry-run | tee "$OUT/study.log"
     return
   fi
   set +e
   timeout --signal=TERM --kill-after=60 "${STUDY_SECONDS:-480}" \
-    "$PY" cli.py run-matrix "$config" --results "$RESULTS" --jobs "${JOBS:-6}" --quiet 2>&1 | tee "$OUT/study.log"
+    "$PY" cli.py run-matrix "$config" --results "$RESULTS" $records --jobs "${JOBS:-6}" --quiet 2>&1 \
+    | tee "$OUT/study.log"
   set -e
   bench report "$RESULTS" --out "reports/$(basename "$RESULTS")" 2>&1 | tee -a "$OUT/study.log" || true
   pack "$RESULTS"
@@ -214,11 +224,12 @@ lease() {
   mkdir -p "$logs"; : > "$rows"
   fetch_wikitext2 > "$logs/fetch.log" 2>&1
   timeout --signal=TERM --kill-after=20 $(( deadline - SECONDS - ${STUDY_MARGIN:-45} )) \
-    "$PY" cli.py run-matrix "$config" --results "$results" "${study[@]}" > "$OUT/study.log" 2>&1 \
+    "$PY" cli.py run-matrix "$config" --results "$results" $(records_of "$results") "${study[@]}" \
+    > "$OUT/study.log" 2>&1 \
     || echo "the study stopped early (see study.log); the next call resumes it"
   echo "[$SECONDS s] study block done"; tail -4 "$OUT/study.log"
   if [ -d "$results" ]; then
-    "$PY" -m bench.study.records "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
+    "$PY" -m bench.study.records documents "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
     tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/records.tgz" "$results"
     find "$results" -name 'token_nll.test.npy' -print0 | tar --null -T - -czf - | split -b 15M - "$OUT/nll.tgz."
   fi
