@@ -39,8 +39,45 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+# The vector extensions that decide which kernels torch and oneDNN run on a CPU (and so the last bits of a sum).
+VECTOR_EXTENSIONS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+                     "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "sve")
+NOT_RECORDED = "not recorded"  # what an older result, made before a field was recorded, says of it
+
+
+@lru_cache(maxsize=1)
 def machine() -> dict:
-    return {"platform": platform.platform(), "processor": platform.machine(), "python": sys.version.split()[0]}
+    """The machine a number came from: the OS's platform, the CPU model from the OS (``platform.processor()``
+    gives only ``x86_64``), its vector extensions and torch's CPU capability (the kernels it dispatches to)."""
+    import torch
+
+    model, flags = _cpu_info()
+    return {"platform": platform.platform(), "processor": platform.machine(), "python": sys.version.split()[0],
+            "cpu_model": model, "cpu_extensions": " ".join(f for f in VECTOR_EXTENSIONS if f in flags),
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def _cpu_info(text: str | None = None) -> tuple[str, set[str]]:
+    """The CPU's model name and feature flags: from /proc/cpuinfo (or ``text``) on Linux, sysctl on macOS; else
+    unknown."""
+    if text is None:
+        try:
+            text = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())  # the first processor's
+    model = fields.get("model name") or fields.get("Model") or fields.get("Hardware")
+    flags = set((fields.get("flags") or fields.get("Features") or "").split())
+    if model is None and sys.platform == "darwin":
+        try:
+            model = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
+                                   timeout=10).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            model = None
+    return model or "unknown", flags
 
 
 def comparability(tokenizer: str, lossy_splits: list[str], data_status: dict[str, str | None]

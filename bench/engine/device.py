@@ -101,9 +101,10 @@ def describe(device: torch.device) -> dict:
                     memory_gb=round(props.total_memory / 2**30, 1), cuda=torch.version.cuda,
                     cudnn=torch.backends.cudnn.version())
     else:
-        import platform
+        from bench.provenance import machine
 
-        info["name"] = platform.processor() or platform.machine()
+        info["name"] = machine()["cpu_model"]
+        info["cpu_capability"] = machine()["torch_cpu_capability"]
     return info
 
 

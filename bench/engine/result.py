@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from bench.engine.spec import RunSpec
+from bench.provenance import NOT_RECORDED
 from bench.errors import BenchError
 from bench.metrics import normalize_counts
 from bench.run_files import RESULT
@@ -273,6 +274,10 @@ class RunResult:
             row.update({f"{split}_{k}": v for k, v in metrics.to_json().items() if k != "eval_seconds"})
         row.update(git_commit=prov.git["commit"], git_dirty=prov.git["dirty"], device=prov.device["type"],
                    device_name=prov.device.get("name", ""), torch=prov.device.get("torch", ""),
+                   threads=prov.device.get("threads", NOT_RECORDED),
+                   cpu_model=prov.machine.get("cpu_model", NOT_RECORDED),
+                   cpu_extensions=prov.machine.get("cpu_extensions", NOT_RECORDED),
+                   torch_cpu_capability=prov.machine.get("torch_cpu_capability", NOT_RECORDED),
                    started_at=prov.started_at, finished_at=prov.finished_at, wall_seconds=prov.wall_seconds)
         for split, info in self.data.splits.items():
             row[f"data_sha256_{split}"] = info.sha256
