@@ -51,6 +51,7 @@ app.command("baselines")(data.baselines_command)
 app.command("run-matrix")(study.run_matrix_command)
 app.command("report")(study.report_command)
 app.command("compare")(study.compare_command)
+app.command("reproduce")(study.reproduce_command)
 
 
 def _click_exceptions():

@@ -119,3 +119,36 @@ def compare_command(
     print(text_table(compared.rows, compared.columns))
     for note in compared.notes:
         print(note)
+
+
+def reproduce_command(
+    results: Path = typer.Argument(..., metavar="RESULTS", help="A matrix's results folder, a committed reference "
+                                   "(runs.csv and matrix.toml), or a `bench train` run folder."),
+    runs: Optional[int] = typer.Option(None, "--runs", help="Reproduce the first N recorded runs (default: all)."),
+    run: Optional[list[str]] = typer.Option(None, "--run", help="Reproduce this run (its run id or a prefix of it; "
+                                            "repeatable)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where the runs are trained again (default: "
+                                       "reproductions/<RESULTS' name>); never inside RESULTS."),
+    reproduced: Optional[Path] = typer.Option(None, "--reproduced", help="A results folder that already holds the "
+                                              "runs trained again (the demo's): compare, train nothing."),
+    jobs: int = typer.Option(1, "--jobs", help="Runs at a time, as run-matrix."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: as many as the "
+                                          "recorded runs used, where they agree).", show_default=False),
+    data_dir: Optional[Path] = data_dir_option(),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+) -> None:
+    """Train recorded runs again from their recorded configuration and say how close they come: each metric's
+    recorded and new value, their difference (in the seeds' standard deviations where the study has several),
+    bit-identical where they are, and what differs between the two machines. Exits 1 when a difference exceeds its
+    tolerance (a quarter of the seeds' standard deviation, else 1% relative)."""
+    from bench.study.reproduce import reproduce
+    from bench.text_tables import text_table
+
+    outcome = reproduce(results, runs, run or [], out, reproduced, jobs, data_dir, threads, show_progress=not quiet)
+    print(text_table([d.row() for d in outcome.differences],
+                     ["run", "metric", "recorded", "new", "difference", "relative", "seed sd", "verdict"]))
+    for line in outcome.machines or ["the same machine, as recorded (CPU model, extensions, torch, threads)"]:
+        print(f"machine: {line}")
+    print(outcome.summary())
+    if not outcome.ok:
+        raise typer.Exit(1)

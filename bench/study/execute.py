@@ -114,7 +114,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
         pending = [r for r in chain if _should_run(r, retry_failed)]
         if pending and all(r.resolved is not None for r in chain):  # a chain with no data cannot run
             todo.append(pending)
-    cpu_threads = None if cluster else _cpu_threads(jobs, execution.threads)
+    cpu_threads = None if cluster else cpu_threads_per_run(jobs, execution.threads)
     where = ("as Slurm jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
     where += f", {cpu_threads} CPU thread(s) each" if cpu_threads else ""
     resuming = sum(run.status in (RunStatus.PARTIAL, RunStatus.INTERRUPTED) for chain in todo for run in chain)
@@ -122,7 +122,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
           file=sys.stderr)
     finished = (_cluster_chains(todo, outcome, cluster) if cluster
-                else _finished_chains(todo, jobs, execution.show_progress, cpu_threads))
+                else finished_chains(todo, jobs, execution.show_progress, cpu_threads))
     clock = MatrixClock([run.train_flops or 0.0 for chain in todo for run in chain], jobs if not cluster else len(todo))
     try:
         for k, (pending, records) in enumerate(finished, 1):
@@ -171,7 +171,7 @@ def _should_run(run: PlannedRun | PretrainedRun, retry_failed: bool) -> bool:
             or (retry_failed and run.status.failed))
 
 
-def _cpu_threads(jobs: int, threads: int | None) -> int | None:
+def cpu_threads_per_run(jobs: int, threads: int | None) -> int | None:
     """Torch threads per run on CPU (none on GPUs unless asked): ``threads``, or the cores shared among the runs; a
     warning when the runs at a time ask for more threads than the machine has cores."""
     from bench.engine.device import available_cores, default_threads
@@ -185,7 +185,7 @@ def _cpu_threads(jobs: int, threads: int | None) -> int | None:
     return chosen
 
 
-def _finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None
+def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None
                      ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes. Ctrl-C
     stops the matrix: the runs in progress checkpoint, nothing new starts, and KeyboardInterrupt is raised once
