@@ -28,4 +28,8 @@ trap 'kill "$baselines" 2>/dev/null || true' EXIT  # a demo stopped early leaves
 if kill -0 "$baselines" 2>/dev/null; then echo "finishing the compressor baselines for the report"; fi
 wait "$baselines" || echo "the compressor baselines could not be measured beside the runs; the report measures them"
 "$BIN/bench" report results/quick
+# How close this machine came to the reference runs (another machine's; nothing is trained again).
+echo "against results/reference/quick-2cpu:"
+"$BIN/bench" reproduce results/reference/quick-2cpu --reproduced results/quick --brief \
+  || echo "(a difference beyond the tolerance: see bench reproduce results/reference/quick-2cpu --reproduced results/quick)"
 echo "demo work (after set-up): $(( $(date +%s) - start )) s"

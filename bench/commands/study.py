@@ -132,6 +132,7 @@ def reproduce_command(
     reproduced: Optional[Path] = typer.Option(None, "--reproduced", help="A results folder that already holds the "
                                               "runs trained again (the demo's): compare, train nothing."),
     jobs: int = typer.Option(1, "--jobs", help="Runs at a time, as run-matrix."),
+    brief: bool = typer.Option(False, "--brief", help="The machines and the summary line, not each metric."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: as many as the "
                                           "recorded runs used, where they agree).", show_default=False),
     data_dir: Optional[Path] = data_dir_option(),
@@ -145,8 +146,9 @@ def reproduce_command(
     from bench.text_tables import text_table
 
     outcome = reproduce(results, runs, run or [], out, reproduced, jobs, data_dir, threads, show_progress=not quiet)
-    print(text_table([d.row() for d in outcome.differences],
-                     ["run", "metric", "recorded", "new", "difference", "relative", "seed sd", "verdict"]))
+    if not brief:
+        print(text_table([d.row() for d in outcome.differences],
+                         ["run", "metric", "recorded", "new", "difference", "relative", "seed sd", "verdict"]))
     for line in outcome.machines or ["the same machine, as recorded (CPU model, extensions, torch, threads)"]:
         print(f"machine: {line}")
     print(outcome.summary())
