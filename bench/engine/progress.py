@@ -44,6 +44,7 @@ class Progress:
     skipped_steps: int = 0  # updates the loss scaler skipped (float16: inf or NaN gradients)
     warnings: list[str] = field(default_factory=list)  # e.g. a parameter family whose gradients stayed zero
     started_from: dict | None = None  # init_from's weights by content: their run id and weights_sha256
+    validations: list = field(default_factory=list)  # (step, valid bits/char) of each: the not-learning rule's evidence
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

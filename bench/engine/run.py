@@ -27,6 +27,7 @@ from bench.engine import checkpoint
 from bench.engine.device import describe, use_threads
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
+from bench.engine.learning import too_few_validations
 from bench.engine.corpus import prepare_corpus
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.result import (DONE, DataSummary, EvaluationSummary, ModelSummary, Provenance, RunResult,
@@ -114,6 +115,8 @@ def execute(resolved: ResolvedRun, console: TextIO | None = None, show_progress:
         if main:
             write_json_atomic(out / SPEC, resolved.to_json())
             write_bytes_atomic(out / TOKENIZER, trainer.tokenizer.to_bytes())
+            if (unjudged := too_few_validations(resolved)) is not None:
+                print(f"note: {unjudged}", file=trainer.console, flush=True)
         trainer.run()
         trainer.ranks.barrier()  # best.pt is written by the main process
         result = _evaluate(trainer, wall_start)

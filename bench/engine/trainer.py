@@ -29,7 +29,7 @@ from bench.engine.distributed import Ranks
 from bench.engine.evaluation import Scorer, run_layout
 from bench.engine.curves import Curves, curves_for
 from bench.engine.corpus import PreparedCorpus, next_segment_length, train_rows
-from bench.engine.learning import (STARTED_BELOW, TrainingNotLearning, ZeroGradients, clearly_below,
+from bench.engine.learning import (TrainingNotLearning, ZeroGradients, not_learning_message, stalled_at_floor,
                                    unigram_log_probs, unigram_nll)
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.precision import DtypeWatch, plan_precision
@@ -371,18 +371,13 @@ class Trainer:
                                        f" the model diverged; try a lower lr or stronger clipping")
 
     def check_learning(self, metrics: dict) -> None:
-        """Once ``not_learning_after`` of the budget is spent and warmup is over, validation must be below its
-        unigram floor by STARTED_BELOW (bench.engine.learning)."""
+        """Stop a run whose validations have stalled at its unigram floor (bench.engine.learning)."""
+        p, floor = self.progress, metrics["valid_floor_bits_per_char"]
+        p.validations.append((p.step, metrics["valid_bits_per_char"]))
         used = self.budget.fraction_used(self.usage())
-        if (not self.recipe.stop_if_not_learning or used < self.recipe.not_learning_after
-                or self.progress.step <= self.recipe.warmup_steps):
-            return
-        bpc, floor = metrics["valid_bits_per_char"], metrics["valid_floor_bits_per_char"]
-        if not clearly_below(bpc, floor, STARTED_BELOW):
-            raise TrainingNotLearning(
-                f"not learning: validation is {bpc:.4f} bits/char at step {self.progress.step} ({used:.0%} of the "
-                f"budget), not {STARTED_BELOW:.0%} below the unigram floor of {floor:.4f}; lower lr or change the "
-                f"recipe (stop_if_not_learning=false trains on regardless)")
+        if (self.recipe.stop_if_not_learning and used >= self.recipe.not_learning_after
+                and stalled_at_floor(p.validations, floor, self.recipe.warmup_steps)):
+            raise TrainingNotLearning(not_learning_message(p.validations, floor, used))
 
     def _validate_and_keep_best(self) -> str:
         p = self.progress

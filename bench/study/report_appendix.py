@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.data.corpora import SPLITS
-from bench.engine.learning import CLEARLY_BELOW, STARTED_BELOW
+from bench.engine.learning import CLEARLY_BELOW, PATIENCE, PROGRESS, STARTED_BELOW
 from bench.metrics import shown_metrics
 from bench.study.rendering import ReportPage
 
@@ -57,8 +57,9 @@ def definitions_section(doc: ReportPage) -> None:
                                              "tokenizations**") + "." for m in shown_metrics()),
         "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
         f"'below floor' is how far a run's bits/char is below it (a run less than {CLEARLY_BELOW:.0%} below is "
-        f"flagged; training stops as not-learning a run not {STARTED_BELOW:.0%} below it on validation once a "
-        f"quarter of its budget is spent, by default).",
+        f"flagged; training stops as not-learning a run whose last {PATIENCE} validations, after warmup and a "
+        f"quarter of its budget by default, all stay within {STARTED_BELOW:.0%} of it, none {PROGRESS:.0%} better "
+        f"than the best before them).",
         "Uncertainty: seeds are the unit of replication (a t interval or test over seeds needs two or more); the "
         "text sample is resampled by document (WikiText articles, Wikipedia pages, else 50 equal blocks), with "
         "bits per byte of a resample = its bits / its bytes (scipy.stats.bootstrap); a comparison's interval "
