@@ -146,3 +146,14 @@ def test_a_difference_is_measured_in_the_seeds_spread_of_its_cell():
     assert by_run["b"].row()["verdict"] == "bit-identical"
     assert by_run["c"].seed_sd is None and not by_run["c"].within  # 1.5% relative, one seed: 1% tolerance
     assert not outcome.ok and "2 difference(s) beyond the tolerance" in outcome.summary()
+
+
+def test_a_bench_train_run_folder_is_reproduced_too(study, cli_here, tmp_path):
+    trained = cli_here("train", "--model", "lstm", "--preset", "tiny", "--tokenizer", "byte", "--dataset", "toy",
+                       "--data-dir", str(study / "data"), "--set", "max_steps=6", "--set", "eval_every=3",
+                       "--set", "threads=1", "--out", str(tmp_path / "run"), "--quiet")
+    assert trained.returncode == 0, trained.stderr
+    done = cli_here("reproduce", str(tmp_path / "run"), "--data-dir", str(study / "data"), "--quiet", "--brief",
+                    "--out", str(tmp_path / "again"))
+    assert done.returncode == 0, done.stderr
+    assert "1 runs; 1 bit-identical; all within tolerance" in done.stdout and "| valid" not in done.stdout
