@@ -111,6 +111,7 @@ class Log:
     floor: float
     warmup: int
     budget: int
+    eval_every: int
 
     @property
     def final(self) -> float:
@@ -119,6 +120,25 @@ class Log:
     @property
     def below(self) -> float:
         return 1.0 - self.final / self.floor
+
+    @property
+    def late_progress(self) -> float:
+        """How much better (relative) the last validation is than the best up to 70% of the budget."""
+        earlier = [bpc for step, bpc in self.validations if step <= 0.7 * self.budget] or [self.validations[0][1]]
+        return 1.0 - self.final / min(earlier)
+
+    @property
+    def flat(self) -> bool:
+        return self.late_progress < 0.01
+
+    @property
+    def judgeable(self) -> bool:
+        """Whether the chosen rule has the validations to judge it (bench.engine.learning.too_few_validations)."""
+        from bench.engine.learning import PATIENCE, validations_to_judge
+        from bench.engine.spec import TrainConfig
+
+        total, judged = validations_to_judge(self.budget, self.warmup, self.eval_every, TrainConfig.not_learning_after)
+        return judged >= PATIENCE and total > PATIENCE
 
     @property
     def verdict(self) -> str:
@@ -135,7 +155,8 @@ def read_log(point: Point) -> Log | None:
         if "valid_bits_per_char" in entry:
             validations.append((entry["step"], entry["valid_bits_per_char"]))
             floor = entry["valid_floor_bits_per_char"]
-    return Log(point.name, validations, floor, point.settings.get("warmup_steps", 20), point.settings["max_steps"])
+    return Log(point.name, validations, floor, point.settings.get("warmup_steps", 20), point.settings["max_steps"],
+               point.settings["eval_every"])
 
 
 def rule_as_before(log: Log) -> int | None:
@@ -177,26 +198,41 @@ def table() -> str:
              "of the budget when it and the K - 1 before it are all within 2% of the floor and none is M (relative)",
              "better than the best validation before them. 'as before': 2% below the floor at every validation past",
              f"25% of the budget and warmup. The rule in `bench.engine.learning` is **{chosen}**.", "", "## Each rule over the grid", "",
-             "| rule | runs that learn stopped (must be 0) | runs that do not learn stopped | of them, stopped at (share of "
-             "budget, median) | between, stopped |", "| --- | ---: | --- | ---: | ---: |"]
-    count = {v: sum(log.verdict == v for log in logs) for v in (LEARNS, DOES_NOT, BETWEEN)}
+             "Runs that do not learn are of two kinds: *flat* (their last validation less than 1% better than the best "
+             "up to 70% of the budget: stuck) and *still improving* (too little budget or too low a rate to reach "
+             "the floor, but moving: no validation says they will not learn). The target: no run that learns "
+             "stopped; every flat one stopped whose budget has the validations to judge it (a run with fewer than 3 "
+             "validations after warmup and a quarter of its budget, or none before them, is not judged, and says so "
+             "when it starts).", "",
+             "| rule | runs that learn stopped (must be 0) | flat runs that do not learn, judgeable, stopped | of them, "
+             "stopped at (share of budget, median) | flat, too few validations, stopped | still improving, not "
+             "learning, stopped | between, stopped |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    groups = {"learns": [log for log in logs if log.verdict == LEARNS],
+              "flat": [log for log in logs if log.verdict == DOES_NOT and log.flat and log.judgeable],
+              "unjudged": [log for log in logs if log.verdict == DOES_NOT and log.flat and not log.judgeable],
+              "improving": [log for log in logs if log.verdict == DOES_NOT and not log.flat],
+              "between": [log for log in logs if log.verdict == BETWEEN]}
     for name, rule in rules.items():
         stops = {log.name: rule(log) for log in logs}
-        learned = sum(stops[log.name] is not None for log in logs if log.verdict == LEARNS)
-        stuck = [stops[log.name] / log.budget for log in logs if log.verdict == DOES_NOT and stops[log.name]]
-        between = sum(stops[log.name] is not None for log in logs if log.verdict == BETWEEN)
-        median = f"{sorted(stuck)[len(stuck) // 2]:.0%}" if stuck else "-"
+        stopped = {k: [log for log in group if stops[log.name] is not None] for k, group in groups.items()}
+        shares = sorted(stops[log.name] / log.budget for log in stopped["flat"])
+        median = f"{shares[len(shares) // 2]:.0%}" if shares else "-"
         label = f"**{name}** (chosen)" if name == chosen else name
-        lines.append(f"| {label} | {learned} of {count[LEARNS]} | {len(stuck)} of {count[DOES_NOT]} | {median} | "
-                     f"{between} of {count[BETWEEN]} |")
+        lines.append(f"| {label} | {len(stopped['learns'])} of {len(groups['learns'])} | {len(stopped['flat'])} of "
+                     f"{len(groups['flat'])} | {median} | {len(stopped['unjudged'])} of {len(groups['unjudged'])} | "
+                     f"{len(stopped['improving'])} of {len(groups['improving'])} | "
+                     f"{len(stopped['between'])} of {len(groups['between'])} |")
     lines += ["", "## Each run", "", "'stops at': the step at which each rule would have stopped the run (- never). "
               "Validations: ten per budget in the grid, every 20 steps in the issue's cases, every 10 in the cell's.",
-              "", "| run | warmup | budget | valid bits/char at the end | floor | below floor | class | as before | "
-              f"chosen ({chosen}) |", "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+              "", "| run | warmup | budget | valid bits/char at the end | floor | below floor | class | late progress | "
+              f"as before | chosen ({chosen}) |", "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for log in logs:
         before, now = rule_as_before(log), rules[chosen](log)
+        kind = log.verdict + (" (flat)" if log.verdict == DOES_NOT and log.flat else "")
+        kind += "" if log.judgeable else ", too few validations to judge"
         lines.append(f"| {log.name} | {log.warmup} | {log.budget} | {log.final:.4f} | {log.floor:.4f} | "
-                     f"{log.below:.1%} | {log.verdict} | {before if before is not None else '-'} | "
+                     f"{log.below:.1%} | {kind} | {log.late_progress:.1%} | {before if before is not None else '-'} | "
                      f"{now if now is not None else '-'} |")
     return "\n".join(lines) + "\n"
 

@@ -63,6 +63,15 @@ def not_learning_message(validations: list[tuple[int, float]], floor: float, use
             f"warmup or change the recipe (stop_if_not_learning=false trains on regardless)")
 
 
+def validations_to_judge(planned_steps: int, warmup_steps: int, eval_every: int, after: float) -> tuple[int, int]:
+    """A run's planned validations (every ``eval_every`` steps, and the last step's), and how many of them come
+    after warmup and ``after`` of its steps: those :func:`stalled_at_floor` may judge."""
+    first = max(warmup_steps, math.ceil(after * planned_steps))
+    total = planned_steps // eval_every + bool(planned_steps % eval_every)
+    judged = planned_steps // eval_every - first // eval_every + bool(planned_steps % eval_every and planned_steps > first)
+    return total, judged
+
+
 def too_few_validations(resolved) -> str | None:
     """Why the not-learning stop cannot judge a run (``ResolvedRun``): fewer validations after its warmup and
     ``not_learning_after`` of its budget than :func:`stalled_at_floor` needs, or none before them; None where it
@@ -73,11 +82,7 @@ def too_few_validations(resolved) -> str | None:
     if not train.stop_if_not_learning or tokens is None:
         return None
     planned = math.ceil(tokens / mean_step_tokens(train) - 1e-9)
-    first = max(train.warmup_steps, math.ceil(train.not_learning_after * planned))  # the first step judged
-    # validations after it: every eval_every steps, and the last step's
-    every = train.eval_every
-    total = planned // every + bool(planned % every)
-    judged = planned // every - first // every + bool(planned % every and planned > first)
+    total, judged = validations_to_judge(planned, train.warmup_steps, train.eval_every, train.not_learning_after)
     if judged >= PATIENCE and total > PATIENCE:
         return None
     return (f"the not-learning stop cannot judge this run: it plans {total} validation(s), {judged} of them after "
