@@ -72,7 +72,7 @@ def _error(message: str) -> None:
 # Options that name a file or folder: an empty value (an unset shell variable in `--out "$OUT"`) would mean the
 # current folder, so it is refused instead.
 PATH_OPTIONS = ("--out", "--results", "--data-dir", "--dump-token-losses", "--mirror", "--config", "--train",
-                "--valid", "--test")
+                "--valid", "--test", "--records", "--reproduced")
 
 
 def _empty_path_option(argv: list[str]) -> str | None:

@@ -40,9 +40,9 @@ def test_a_run_that_cannot_learn_stops_naming_its_floor_value_and_share_of_budge
     with pytest.raises(TrainingNotLearning) as stopped:
         train(spec(data_dir, tmp_path / "run", **STUCK), show_progress=False)
     message = str(stopped.value)
-    assert "not learning: validation has stayed within 2% of the unigram floor (" in message
+    assert "not learning: validation has not come 2% below the unigram floor (" in message
     # validations at 8, 16, 24, 32: the first with three after warmup and one before them to measure progress
-    assert "for the 3 validations from step 16 to step 32" in message and "80% of the budget" in message
+    assert "in the 3 validations from step 16 to step 32" in message and "80% of the budget" in message
     assert not (tmp_path / "run" / "result.json").exists()
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     validations = [r for r in log if "valid_floor_bits_per_char" in r]
@@ -68,8 +68,18 @@ def test_a_budget_with_too_few_validations_to_judge_says_so_and_is_not_stopped(d
     result = train(spec(data_dir, tmp_path / "short", max_steps=24, **STUCK), show_progress=False)
     assert result.status == "done" and result.training.steps == 24
     note = capsys.readouterr().err
-    assert ("note: the not-learning stop cannot judge this run: it plans 3 validation(s), 3 of them after warmup (4 "
-            "steps) and 25% of its 24 steps, and needs 3 there and one before them; it will not be stopped") in note
+    assert ("note: the not-learning stop cannot judge this run: it plans 3 validation(s) in 24 steps, 3 of them after "
+            "warmup (4 steps), and needs 3 after warmup and one before them; it will not be stopped") in note
+
+
+def test_the_validations_a_budget_has_to_judge_are_those_the_rule_needs():
+    judge = learning.validations_to_judge
+    assert judge(24, 4, 8) == (3, 3) and judge(25, 4, 8) == (4, 4)  # the last step is validated too
+    assert judge(400, 0, 100) == (4, 4) and judge(400, 250, 100) == (4, 2)  # after warmup: 300 and 400
+    assert judge(100, 20, 0) == (1, 1)  # eval_every 0: the last step alone
+    stuck = [(step, 5.0) for step in range(100, 401, 100)]
+    assert learning.stalled_at_floor(stuck, 4.0, warmup_steps=0)  # what (4, 4) says: judged at step 400
+    assert not learning.stalled_at_floor(stuck, 4.0, warmup_steps=250)  # and (4, 2): not judged
 
 
 def test_a_plateau_is_judged_by_its_progress_not_by_where_it_sits():

@@ -156,3 +156,36 @@ def test_a_damaged_record_of_losses_by_document_is_one_line(tmp_path):
     with pytest.raises(BenchError, match="not a readable record"):
         read_document_losses(tmp_path, "test")
     assert read_document_losses(Path(tmp_path / "absent"), "test") is None
+
+
+def test_a_record_of_another_texts_documents_is_refused_by_the_report(trained, tmp_path):
+    config, results, records, data = trained
+    elsewhere = tmp_path / "elsewhere"
+    run_matrix(config, elsewhere, data, Execution(show_progress=False), records=records)
+    path = next(elsewhere.glob("lstm-*-byte-*s0*")) / document_losses("test")
+    losses = json.loads(path.read_text())
+    path.write_text(json.dumps({"bits": losses["bits"][1:], "bytes": losses["bytes"][1:]}))
+    with pytest.raises(BenchError, match=r"are not those of this text \(\d+ documents"):
+        build_report(elsewhere, tmp_path / "report")
+
+
+def test_a_folder_already_here_is_not_adopted_and_a_refusal_adopts_nothing(trained, tmp_path):
+    config, results, records, data = trained
+    elsewhere = tmp_path / "elsewhere"
+    plan = run_matrix(config, elsewhere, data, Execution(show_progress=False), dry_run=True)
+    from bench.ownership import record_matrix_owner
+
+    first = plan.chains[0][0].run_dir
+    first.mkdir(parents=True)  # a run of this machine killed before its first checkpoint: an empty folder
+    record_matrix_owner(elsewhere, config)
+    adopted = run_matrix(config, elsewhere, data, Execution(show_progress=False), dry_run=True, records=records)
+    assert [run.status.value for chain in adopted.chains for run in chain].count("done") == 3
+    tampered = tmp_path / "records"
+    shutil.copytree(records, tampered)
+    last = sorted(tampered.iterdir())[-1]
+    result = json.loads((last / RESULT).read_text())
+    result["tokenizer"]["hash"] = "f" * 64
+    (last / RESULT).write_text(json.dumps(result))
+    with pytest.raises(BenchError, match="is not the run's"):
+        run_matrix(config, tmp_path / "third", data, Execution(show_progress=False), records=tampered)
+    assert not list((tmp_path / "third").glob("lstm-*"))  # checked before any folder was made

@@ -131,8 +131,11 @@ def test_a_reference_of_runs_csv_and_matrix_toml_alone_is_planned_again_and_matc
     assert sorted(p.name for p in reference.iterdir()) == ["matrix.toml", "runs.csv"]
 
 
-def test_the_demos_comparison_trains_nothing(study, cli_here):
-    done = cli_here("reproduce", str(study / "results"), "--reproduced", str(study / "results"), "--quiet")
+def test_the_demos_comparison_trains_nothing(study, cli_here, tmp_path):
+    import shutil
+
+    shutil.copytree(study / "results", tmp_path / "copy")  # the same runs, as a reproduction made elsewhere
+    done = cli_here("reproduce", str(study / "results"), "--reproduced", str(tmp_path / "copy"), "--quiet")
     assert done.returncode == 0 and "4 runs; 4 bit-identical" in done.stdout
 
 
@@ -157,3 +160,25 @@ def test_a_bench_train_run_folder_is_reproduced_too(study, cli_here, tmp_path):
                     "--out", str(tmp_path / "again"))
     assert done.returncode == 0, done.stderr
     assert "1 runs; 1 bit-identical; all within tolerance" in done.stdout and "| valid" not in done.stdout
+
+
+def test_a_number_on_one_side_only_fails_and_cells_keep_every_axis():
+    recorded = pd.DataFrame({"model": ["m"] * 4, "lr": [1e-3, 1e-3, 6e-3, 6e-3], "seed": [0, 1, 0, 1],
+                             "phase": [""] * 4, "run_id": ["a", "b", "c", "d"],  # runs.csv's order: axes, phase, id
+                             "test_bits_per_byte": [1.0, 1.01, 2.0, 2.02]})
+    new = recorded.assign(test_bits_per_byte=[1.0, float("nan"), 2.0, 2.02])
+    outcome = compare(recorded, new)
+    by_run = {d.run: d for d in outcome.differences}
+    assert by_run["a"].seed_sd == pytest.approx(0.00707, rel=1e-3)  # lr is an axis: not pooled with lr 6e-3
+    assert not by_run["b"].within and by_run["b"].row()["verdict"] == "NaN or missing on one side"
+    assert not outcome.ok
+
+
+def test_unreadable_references_and_the_same_folder_twice_are_one_line(study, cli_here, one_line_error, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    pd.read_csv(study / "results" / "runs.csv").drop(columns=["status"]).to_csv(broken / "runs.csv", index=False)
+    one_line_error(cli_here("reproduce", str(broken), "--reproduced", str(study / "results")), "has no status column")
+    one_line_error(cli_here("reproduce", str(study / "results"), "--reproduced", str(study / "results")),
+                   "--reproduced is the folder being checked")
+    one_line_error(cli_here("reproduce", str(study / "results"), "--jobs", "0"), "--jobs 0")

@@ -5,9 +5,9 @@ smoothing) scores its tokenization's *unigram floor*; a finished model that is n
 :data:`CLEARLY_BELOW`) has learned little of the context, whatever its loss says, and the report flags it.
 
 The trainer stops a run only on evidence that it will not learn (:func:`stalled_at_floor`): once a share of its
-budget is spent (``not_learning_after``), its last :data:`PATIENCE` validations are all after warmup, all within
-:data:`STARTED_BELOW` of the floor, and none of them is :data:`PROGRESS` better than the best validation before
-them. Such a run is stopped as ``not-learning``, never a result. The constants come from a grid of CPU runs that
+budget is spent (``not_learning_after``), its last :data:`PATIENCE` validations are all after warmup, none of them
+:data:`STARTED_BELOW` below the floor (at it or above it), and none :data:`PROGRESS` better than the best
+validation before them. Such a run is stopped as ``not-learning``, never a result. The constants come from a grid of CPU runs that
 learn and runs that do not (``scripts/not_learning_grid.py``, ``results/reference/not-learning-rule.md``): the
 rule they replace, "2% below the floor at a quarter of the budget", stopped runs that went on to learn (9 of the
 12 runs of ``configs/seeds.toml``), since a run can sit at its floor for a while and then learn.
@@ -27,7 +27,7 @@ import torch.nn as nn
 from bench.errors import BenchError
 
 CLEARLY_BELOW = 0.10  # a finished model must be at least 10% below its unigram floor (bits per character)
-STARTED_BELOW = 0.02  # a validation within 2% of the floor is at it
+STARTED_BELOW = 0.02  # a validation not 2% below the floor (at it, or above it) has not started to learn
 PATIENCE = 3  # validations in a row at the floor, after warmup, before a run is judged not learning
 PROGRESS = 0.01  # ... none of them better than the best validation before them by 1% (relative)
 ZERO_GRADIENT_STEPS = 50
@@ -44,8 +44,9 @@ def clearly_below(bits: float, floor: float, margin: float = CLEARLY_BELOW) -> b
 def stalled_at_floor(validations: list[tuple[int, float]], floor: float, warmup_steps: int,
                      patience: int = PATIENCE, progress: float = PROGRESS) -> bool:
     """Whether the last ``patience`` of ``validations`` ((step, bits per character), in order) are all after
-    warmup, all within :data:`STARTED_BELOW` of ``floor``, and none ``progress`` (relative) better than the best
-    validation before them; with no validation before them there is nothing to measure progress against."""
+    warmup, none :data:`STARTED_BELOW` below ``floor`` (at it or above it), and none ``progress`` (relative)
+    better than the best validation before them; with no validation before them there is nothing to measure
+    progress against."""
     if len(validations) <= patience:
         return False
     before, window = validations[:-patience], validations[-patience:]
@@ -57,38 +58,40 @@ def stalled_at_floor(validations: list[tuple[int, float]], floor: float, warmup_
 def not_learning_message(validations: list[tuple[int, float]], floor: float, used: float) -> str:
     """The one line of a run stopped by :func:`stalled_at_floor`."""
     (first, _), (step, bpc) = validations[-PATIENCE], validations[-1]
-    return (f"not learning: validation has stayed within {STARTED_BELOW:.0%} of the unigram floor ({floor:.4f} "
-            f"bits/char) for the {PATIENCE} validations from step {first} to step {step} ({bpc:.4f} there, "
+    return (f"not learning: validation has not come {STARTED_BELOW:.0%} below the unigram floor ({floor:.4f} "
+            f"bits/char) in the {PATIENCE} validations from step {first} to step {step} ({bpc:.4f} there, "
             f"{used:.0%} of the budget), none {PROGRESS:.0%} better than the best before them; raise lr, shorten "
             f"warmup or change the recipe (stop_if_not_learning=false trains on regardless)")
 
 
-def validations_to_judge(planned_steps: int, warmup_steps: int, eval_every: int, after: float) -> tuple[int, int]:
-    """A run's planned validations (every ``eval_every`` steps, and the last step's), and how many of them come
-    after warmup and ``after`` of its steps: those :func:`stalled_at_floor` may judge."""
-    first = max(warmup_steps, math.ceil(after * planned_steps))
+def validations_to_judge(planned_steps: int, warmup_steps: int, eval_every: int) -> tuple[int, int]:
+    """A run's planned validations (every ``eval_every`` steps, and the last step's; only that one with
+    ``eval_every`` 0), and how many of them come after warmup: :func:`stalled_at_floor` can judge a run with
+    :data:`PATIENCE` of those and one validation more (its last validation is always past ``not_learning_after``)."""
+    if eval_every <= 0:
+        return 1, int(planned_steps > warmup_steps)
     total = planned_steps // eval_every + bool(planned_steps % eval_every)
-    judged = planned_steps // eval_every - first // eval_every + bool(planned_steps % eval_every and planned_steps > first)
+    judged = total - min(warmup_steps, planned_steps) // eval_every
     return total, judged
 
 
 def too_few_validations(resolved) -> str | None:
-    """Why the not-learning stop cannot judge a run (``ResolvedRun``): fewer validations after its warmup and
-    ``not_learning_after`` of its budget than :func:`stalled_at_floor` needs, or none before them; None where it
-    can, where the stop is off, or where the steps are not known in advance (a time budget)."""
+    """Why the not-learning stop cannot judge a run (``ResolvedRun``): fewer validations after its warmup than
+    :func:`stalled_at_floor` needs, or none before them; None where it can, where the stop is off, or where the
+    steps are not known in advance (a time budget)."""
     from bench.engine.budget import mean_step_tokens
 
     train, tokens = resolved.train, resolved.size().planned_tokens
     if not train.stop_if_not_learning or tokens is None:
         return None
     planned = math.ceil(tokens / mean_step_tokens(train) - 1e-9)
-    total, judged = validations_to_judge(planned, train.warmup_steps, train.eval_every, train.not_learning_after)
+    total, judged = validations_to_judge(planned, train.warmup_steps, train.eval_every)
     if judged >= PATIENCE and total > PATIENCE:
         return None
-    return (f"the not-learning stop cannot judge this run: it plans {total} validation(s), {judged} of them after "
-            f"warmup ({train.warmup_steps} steps) and {train.not_learning_after:.0%} of its {planned} steps, and "
-            f"needs {PATIENCE} there and one before them; it will not be stopped as not-learning (validate more "
-            f"often, eval_every, to have it judged)")
+    return (f"the not-learning stop cannot judge this run: it plans {total} validation(s) in {planned} steps, "
+            f"{judged} of them after warmup ({train.warmup_steps} steps), and needs {PATIENCE} after warmup and one "
+            f"before them; it will not be stopped as not-learning (validate more often, eval_every, to have it "
+            f"judged)")
 
 
 def unigram_log_probs(train_ids: np.ndarray, vocab_size: int, bos_id: int) -> np.ndarray:

@@ -77,8 +77,8 @@ class TrainConfig:
         None, "start from these weights (a checkpoint or run folder), new optimizer")
     final_eval_splits: str = bookkeeping("valid,test", "splits scored in full at the end")
     stop_if_not_learning: bool = bookkeeping(
-        True, "stop as not-learning a run whose last validations have stalled within 2% of its unigram floor "
-              "(bench.engine.learning)")
+        True, "stop as not-learning a run whose last validations have stalled short of 2% below its unigram "
+              "floor (bench.engine.learning)")
     not_learning_after: float = bookkeeping(0.25, "the share of the budget before which that is never judged (nor "
                                                   "before warmup ends)", FRACTION)
 

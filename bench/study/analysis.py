@@ -96,9 +96,7 @@ class FinishedRun:
     def _document_losses(self, split: str) -> TextLosses | None:
         nll = self.token_nll(split)
         if nll is None:  # a run trained elsewhere keeps its losses by document alone (bench.study.records)
-            from bench.study.records import read_document_losses
-
-            return read_document_losses(self.run_dir, split)
+            return self._recorded_document_losses(split)
         ids = self.ids(split)
         text = self.split_data(split).read_text()
         ends = np.cumsum(self.tokenizer.byte_lengths(ids))
@@ -110,6 +108,26 @@ class FinishedRun:
             return None
         bits, sizes = document_totals(ends, nll / math.log(2), starts, n_bytes)
         return TextLosses(bits, sizes.astype(np.float64))
+
+
+    def _recorded_document_losses(self, split: str) -> TextLosses | None:
+        """The record's losses by document, checked against the text: its documents and bytes, its total bits."""
+        from bench.study.records import read_document_losses
+
+        losses = read_document_losses(self.run_dir, split)
+        if losses is None:
+            return None
+        text = self.split_data(split).read_text()
+        starts, _ = document_starts(text)
+        total_bits = self.result.metrics[split].total_nll_nats / math.log(2)
+        if (len(losses.bits) != len(starts) or losses.bytes.sum() != len(text_bytes(text))
+                or not math.isclose(losses.bits.sum(), total_bits, rel_tol=1e-6)):
+            raise BenchError(f"{self.run_dir}: its losses by document of {split} are not those of this text ("
+                             f"{len(losses.bits)} documents, {losses.bytes.sum():,.0f} bytes, {losses.bits.sum():,.1f} "
+                             f"bits; the text has {len(starts)} documents, {len(text_bytes(text)):,} bytes, the result "
+                             f"{total_bits:,.1f} bits): restore the record, or delete it to report the run without "
+                             f"document intervals")
+        return losses
 
 
 # --------------------------------------------------------------------------------------- unigram floor

@@ -15,6 +15,7 @@ tokenization: it is trained again from the data and must hash as the run's did).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -102,49 +103,69 @@ def restore_record(record_dir: Path, run_id: str, run_dir: Path, data_dir: Path)
     """Make ``run_dir`` (which must not exist) from the record of ``run_id`` in ``record_dir``, its tokenizer
     trained from the data (through the cache) and checked against the run's; False where the folder holds no
     finished record of that run."""
-    from bench.data.cache import cached_tokenizer
-
     result = finished_result(record_dir, run_id)
     if result is None:
         return False
-    spec = result.spec
-    tokenizer = cached_tokenizer(spec.tokenizer, spec.dataset, data_dir)
-    if tokenizer.hash != result.tokenizer.hash:
-        raise BenchError(f"{record_dir}: the {spec.tokenizer} tokenizer trained here from {spec.dataset} (sha256 "
-                         f"{tokenizer.hash[:12]}) is not the run's ({result.tokenizer.hash[:12]}): its data or its "
-                         f"tokenizer library differ; use the data it was trained on, or train the run here")
+    tokenizer = _checked_tokenizer(record_dir, result, _tokenizer_here(result, data_dir))
     _copy_folder(record_dir, run_dir, [name for name in RECORD_FILES if (record_dir / name).is_file()],
-                 extra={TOKENIZER: tokenizer.to_bytes()})
+                 extra={TOKENIZER: tokenizer})
     return True
 
 
+def _tokenizer_here(result: RunResult, data_dir: Path):
+    from bench.data.cache import cached_tokenizer
+
+    return cached_tokenizer(result.spec.tokenizer, result.spec.dataset, data_dir)
+
+
+def _checked_tokenizer(record_dir: Path, result: RunResult, tokenizer) -> bytes:
+    """The tokenizer trained here, refused unless it hashes as the run's."""
+    if tokenizer.hash != result.tokenizer.hash:
+        spec = result.spec
+        raise BenchError(f"{record_dir}: the {spec.tokenizer} tokenizer trained here from {spec.dataset} (sha256 "
+                         f"{tokenizer.hash[:12]}) is not the run's ({result.tokenizer.hash[:12]}): its data or its "
+                         f"tokenizer library differ; use the data it was trained on, or train the run here")
+    return tokenizer.to_bytes()
+
+
 def adopt_records(runs: list, records_dir: Path, data_dir: Path, dry_run: bool) -> int:
-    """Each run of a plan (``PlannedRun``) not started here whose record is in ``records_dir``: its folder made from
-    the record (not in a dry run) and its status done, so that the matrix skips it. How many were."""
+    """Each run of a plan (``PlannedRun``) with no folder here whose record is in ``records_dir``: its folder made
+    from the record (not in a dry run) and its status done, so that the matrix skips it. Every record's tokenizer
+    is checked before any folder is made. How many were."""
     from bench.study.run_status import RunStatus
 
     if not records_dir.is_dir():
         raise BenchError(f"--records {records_dir}: no such folder; give the folder of exported records "
                          f"(python -m bench.study.records export RESULTS RECORDS), or leave --records out")
-    adopted = 0
+    found = []
     for run in runs:
-        if run.status is not RunStatus.NEW or run.run_dir is None:
+        if run.status is not RunStatus.NEW or run.run_dir is None or run.run_dir.exists():
             continue  # a folder here is this machine's own run: never replaced
-        record = records_dir / run.run_dir.name
-        if dry_run:
-            found = finished_result(record, run.run_id) is not None
-        else:
-            found = restore_record(record, run.run_id, run.run_dir, data_dir)
-        if found:
-            run.status = RunStatus.DONE
-            adopted += 1
-    return adopted
+        result = finished_result(records_dir / run.run_dir.name, run.run_id)
+        if result is not None:
+            found.append((run, records_dir / run.run_dir.name, result))
+    here, tokenizers = {}, {}
+    for run, record, result in found:  # every record checked before anything is written
+        key = (result.spec.dataset, result.spec.tokenizer)
+        if key not in here:
+            here[key] = _tokenizer_here(result, data_dir)
+        tokenizers[run.run_id] = _checked_tokenizer(record, result, here[key])
+    for run, record, _ in found:
+        if not dry_run:
+            _copy_folder(record, run.run_dir, [name for name in RECORD_FILES if (record / name).is_file()],
+                         extra={TOKENIZER: tokenizers[run.run_id]})
+        run.status = RunStatus.DONE
+    return len(found)
 
 
 def _copy_folder(source: Path, target: Path, names: list[str], extra: dict[str, bytes] | None = None) -> None:
-    """``target`` made whole or not at all: the files are written into a temporary folder beside it, renamed."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    """``target`` made whole or not at all: the files are written into a folder of ``.staging/`` beside it (two
+    levels down, where no reader of run folders looks), then renamed."""
+    if target.exists():
+        raise BenchError(f"{target} exists; a record is copied only where there is no folder (move it away first)")
+    staging_root = target.parent / ".staging"
+    staging_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=staging_root))
     try:
         for name in names:
             shutil.copyfile(source / name, staging / name)
@@ -153,6 +174,8 @@ def _copy_folder(source: Path, target: Path, names: list[str], extra: dict[str, 
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging_root.rmdir()  # only when empty
 
 
 def main(argv: list[str]) -> None:

@@ -57,6 +57,8 @@ class Difference:
 
     @property
     def within(self) -> bool:
+        if math.isnan(self.recorded) or math.isnan(self.new):  # a number on one side only
+            return False
         if self.seed_sd:
             return abs(self.absolute) <= SEED_SHARE * self.seed_sd
         return self.relative <= RELATIVE_TOLERANCE
@@ -66,7 +68,8 @@ class Difference:
         return {"run": self.run, "metric": self.metric, "recorded": f"{self.recorded:.10g}", "new": f"{self.new:.10g}",
                 "difference": f"{self.absolute:+.3g}", "relative": f"{self.relative:.2g}",
                 "seed sd": "-" if self.in_seed_sds is None else f"{self.in_seed_sds:.2f}",
-                "verdict": "bit-identical" if identical else "within tolerance" if self.within else "EXCEEDS"}
+                "verdict": "bit-identical" if identical else "within tolerance" if self.within else
+                "NaN or missing on one side" if math.isnan(self.recorded) or math.isnan(self.new) else "EXCEEDS"}
 
 
 @dataclass
@@ -82,7 +85,8 @@ class Reproduction:
     def summary(self) -> str:
         runs = sorted({d.run for d in self.differences})
         identical = [r for r in runs if all(d.new == d.recorded for d in self.differences if d.run == r)]
-        worst = max(self.differences, key=lambda d: d.relative, default=None)
+        worst = max((d for d in self.differences if not math.isnan(d.relative)), key=lambda d: d.relative,
+                    default=None)
         line = f"{len(runs)} runs; {len(identical)} bit-identical"
         if worst is not None and worst.relative > 0:
             line += f"; the largest relative difference {worst.relative:.2g} ({worst.run}, {worst.metric})"
@@ -106,7 +110,15 @@ def recorded_rows(results: Path) -> pd.DataFrame:
 
         return read_runs_table(results).done()
     if (results / "runs.csv").is_file():
-        table = pd.read_csv(results / "runs.csv")
+        try:
+            table = pd.read_csv(results / "runs.csv", dtype={"run_id": str})
+        except (ValueError, pd.errors.ParserError) as exc:
+            raise BenchError(f"{results / 'runs.csv'} is not a readable runs table ({type(exc).__name__}); restore "
+                             f"it") from None
+        missing = [c for c in ("run_id", "status") if c not in table.columns]
+        if missing:
+            raise BenchError(f"{results / 'runs.csv'} has no {' or '.join(missing)} column: it is not a runs table "
+                             f"of bench run-matrix; restore it")
         return table[table["status"] == "done"].copy()
     raise BenchError(f"{results} holds no recorded run (no result.json, no run folders, no runs.csv); give a run "
                      f"folder or a matrix's results folder")
@@ -119,8 +131,10 @@ def _cell_of(result: RunResult) -> dict:
 
 
 def seed_spread(rows: pd.DataFrame, column: str) -> dict[str, float]:
-    """Each run id's cell's standard deviation of ``column`` over its seeds (cells with two or more seeds)."""
-    keys = [c for c in CELL_COLUMNS if c in rows.columns]
+    """Each run id's cell's standard deviation of ``column`` over its seeds (cells with two or more seeds); a cell
+    is every axis of the runs table (the columns before ``phase``, the config's own axes too) but the seed."""
+    axes = list(rows.columns[: list(rows.columns).index("phase") + 1]) if "phase" in rows.columns else []
+    keys = [c for c in axes or CELL_COLUMNS if c in rows.columns and c not in ("seed", "run_id")]
     spread = {}
     for _, group in rows.groupby(keys, dropna=False) if keys else []:
         values = [float(v) for v in group[column] if pd.notna(v)]
@@ -144,14 +158,18 @@ def compare(recorded: pd.DataFrame, new: pd.DataFrame, runs: list[str] | None = 
             missing.append(name)
             continue
         for column in columns:
-            if pd.notna(row.get(column)) and pd.notna(other.get(column)):
-                differences.append(Difference(name, column, float(row[column]), float(other[column]),
+            if pd.notna(row.get(column)) or pd.notna(other.get(column)):  # one side missing or NaN: a difference
+                differences.append(Difference(name, column, _number(row.get(column)), _number(other.get(column)),
                                               spreads[column].get(row["run_id"])))
         for key in PROVENANCE:
             was, now = _text(row.get(key)), _text(other.get(key))
             if was != now:
                 machines.add(f"{key}: {was} -> {now}")
     return Reproduction(differences, sorted(machines), missing)
+
+
+def _number(value) -> float:
+    return float(value) if value is not None and pd.notna(value) else math.nan
 
 
 def _text(value) -> str:
@@ -174,11 +192,11 @@ def recorded_configs(results: Path, rows: pd.DataFrame, data_dir: Path) -> dict[
         if (folder / SPEC).is_file() and row.get("run_dir"):
             configs[row["run_id"]] = ResolvedRun.from_json(json.loads((folder / SPEC).read_text()))
     if len(configs) < len(rows):
-        configs.update(_planned_configs(results, data_dir))
+        configs.update(_planned_configs(results, rows, data_dir))
     return configs
 
 
-def _planned_configs(results: Path, data_dir: Path) -> dict[str, ResolvedRun]:
+def _planned_configs(results: Path, rows: pd.DataFrame, data_dir: Path) -> dict[str, ResolvedRun]:
     from bench.study.config import register_corpora
     from bench.study.grid import load_config
     from bench.study.plan import plan
@@ -188,8 +206,28 @@ def _planned_configs(results: Path, data_dir: Path) -> dict[str, ResolvedRun]:
         return {}
     config = load_config(config_path)
     register_corpora(config, data_dir)
+    _check_split_hashes(rows, data_dir)  # before planning trains any tokenizer
     return {run.run_id: run.resolved for chain in plan(config, results / ".planned", data_dir) for run in chain
             if run.resolved is not None}
+
+
+def _check_split_hashes(rows: pd.DataFrame, data_dir: Path) -> None:
+    """The splits a runs table records against the files here."""
+    from bench.data.store import open_split
+
+    for split in ("train", "valid", "test"):
+        column = f"data_sha256_{split}"
+        if column not in rows.columns:
+            continue
+        for dataset, sha in {(r["dataset"], r[column]) for r in rows.to_dict("records") if pd.notna(r[column])}:
+            _same_split(dataset, split, sha, open_split(dataset, split, data_dir).sha256)
+
+
+def _same_split(dataset: str, split: str, recorded: str, here: str) -> None:
+    if here != recorded:
+        raise BenchError(f"the {dataset} {split} split here (sha256 {here[:12]}) is not the one the recorded runs used "
+                         f"({recorded[:12]}): a reproduction needs the same data; fetch it again (bench data fetch) or "
+                         f"give its --data-dir")
 
 
 def check_data(configs: dict[str, ResolvedRun], data_dir: Path) -> None:
@@ -200,11 +238,7 @@ def check_data(configs: dict[str, ResolvedRun], data_dir: Path) -> None:
 
     for resolved in configs.values():
         for split, sha in resolved.data.split_sha256.items():
-            here = open_split(resolved.spec.dataset, split, data_dir).sha256
-            if here != sha:
-                raise BenchError(f"the {resolved.spec.dataset} {split} split here (sha256 {here[:12]}) is not the one "
-                                 f"the recorded runs used ({sha[:12]}): a reproduction needs the same data; fetch it "
-                                 f"again (bench data fetch) or give its --data-dir")
+            _same_split(resolved.spec.dataset, split, sha, open_split(resolved.spec.dataset, split, data_dir).sha256)
     for dataset, scheme in sorted({(r.spec.dataset, r.spec.tokenizer) for r in configs.values()}):
         here = load_data_facts(dataset, scheme, data_dir).tokenizer_hash
         there = {r.data.tokenizer_hash for r in configs.values() if (r.spec.dataset, r.spec.tokenizer) == (dataset,
@@ -247,25 +281,42 @@ def reproduce(results: Path, first: int | None, run_ids: list[str], out: Path | 
     from bench.data.paths import resolve_data_dir
     from bench.fileio import require_folder
 
+    from bench.engine.device import check_threads
+
     results = require_folder(results, "results folder")
     if not results.is_dir():
         raise BenchError(f"{results} does not exist; give a results folder or a run folder")
     if first is not None and first < 1:
         raise BenchError(f"--runs {first}: give a number of runs of at least 1")
+    if jobs < 1:
+        raise BenchError(f"--jobs {jobs}: give at least 1")
+    check_threads(threads, "--threads")
     rows = recorded_rows(results)
     ids = _chosen(rows, first, run_ids, results)
+    if not ids:
+        raise BenchError(f"{results} records no finished run to reproduce; give a folder whose runs are done")
     if reproduced is not None:
-        return compare(rows, recorded_rows(require_folder(reproduced, "--reproduced folder")), ids)
+        reproduced = require_folder(reproduced, "--reproduced folder")
+        if reproduced.resolve() == results.resolve():
+            raise BenchError("--reproduced is the folder being checked: give the folder of the runs trained again")
+        return compare(rows, recorded_rows(reproduced), ids)
     out = require_folder(out or Path("reproductions") / results.resolve().name, "--out folder")
-    if out.resolve() == results.resolve() or results.resolve() in out.resolve().parents:
-        raise BenchError(f"--out {out} is inside {results}, the folder being checked; choose a folder outside it")
     data = resolve_data_dir(data_dir)
     configs = recorded_configs(results, rows, data)
     unplanned = [i for i in ids if i not in configs]
     if unplanned:
+        why = ("matrix.toml plans other runs: the code, the config or the data changed since"
+               if (results / "matrix.toml").is_file() else f"no matrix.toml in {results} to plan them from")
         raise BenchError(f"recorded run(s) {', '.join(i[:10] for i in unplanned)} have no configuration that resolves "
-                         f"to their run id here (no spec.json, and matrix.toml plans other runs: the code or the "
-                         f"config changed since); reproduce them at the commit that made them")
+                         f"to their run id here (no spec.json, and {why}); reproduce them at the commit, with the data, "
+                         f"that made them")
+    phased = [i[:10] for i in ids if configs[i].train.init_from]
+    if phased:
+        raise BenchError(f"run(s) {', '.join(phased)} start from another run's weights (a phase of a matrix); bench "
+                         f"reproduce trains single runs: reproduce the whole matrix with bench run-matrix instead")
+    targets = [out.resolve() / Path(configs[i].spec.out_dir or i).name for i in ids]
+    if any(t == results.resolve() or results.resolve() in t.parents for t in targets):
+        raise BenchError(f"--out {out} would train into {results}, the folder being checked; choose another folder")
     check_data({i: configs[i] for i in ids}, data)
     if threads is None and "threads" in rows:  # as the recorded runs, where they agree: a CPU's sums depend on it
         recorded = {_text(t) for t in rows.loc[rows["run_id"].isin(ids), "threads"]}
