@@ -192,7 +192,10 @@ def table() -> str:
             for progress in (0.005, 0.01, 0.02):
                 rules[f"{patience} x {progress:.1%} from {after:.0%}"] = rule_plateau(patience, progress, after)
     chosen = f"{PATIENCE} x {PROGRESS:.1%} from {TrainConfig.not_learning_after:.0%}"
-    lines = [__doc__.split("\n\n")[0].replace('"""', ""), "",
+    first = json.loads((OUT / logs[0].name / "result.json").read_text())["provenance"] if logs else {}
+    where = (f"Trained on {first.get('machine', {}).get('cpu_model', 'a CPU')}, torch {first.get('device', {}).get('torch')}, "
+             f"one thread per run, two runs at a time, {first.get('started_at', '')[:10]}." if first else "")
+    lines = [__doc__.split("\n\n")[0].replace('"""', ""), "", where, "",
              "```bash", "python scripts/not_learning_grid.py run --jobs 2", "python scripts/not_learning_grid.py table",
              "```", "", f"{len(logs)} runs. A plateau rule `K x M from S` stops at a validation after warmup and after a share S",
              "of the budget when it and the K - 1 before it are none 2% below the floor and none is M (relative)",
@@ -212,16 +215,30 @@ def table() -> str:
               "unjudged": [log for log in logs if log.verdict == DOES_NOT and log.flat and not log.judgeable],
               "improving": [log for log in logs if log.verdict == DOES_NOT and not log.flat],
               "between": [log for log in logs if log.verdict == BETWEEN]}
+    ranked = []
     for name, rule in rules.items():
         stops = {log.name: rule(log) for log in logs}
         stopped = {k: [log for log in group if stops[log.name] is not None] for k, group in groups.items()}
         shares = sorted(stops[log.name] / log.budget for log in stopped["flat"])
         median = f"{shares[len(shares) // 2]:.0%}" if shares else "-"
+        if name != "as before" and not stopped["learns"] and len(stopped["flat"]) == len(groups["flat"]):
+            patience, after = int(name.split(" x ")[0]), name.endswith(f"from {TrainConfig.not_learning_after:.0%}")
+            late = bool(shares) and shares[len(shares) // 2] > 0.8
+            ranked.append((len(stopped["improving"]) + len(stopped["between"]), late, -patience, not after, name))
         label = f"**{name}** (chosen)" if name == chosen else name
         lines.append(f"| {label} | {len(stopped['learns'])} of {len(groups['learns'])} | {len(stopped['flat'])} of "
                      f"{len(groups['flat'])} | {median} | {len(stopped['unjudged'])} of {len(groups['unjudged'])} | "
                      f"{len(stopped['improving'])} of {len(groups['improving'])} | "
                      f"{len(stopped['between'])} of {len(groups['between'])} |")
+    best = min(ranked)[-1] if ranked else None
+    lines += ["", "The choice: no run that learns stopped, and every flat run that can be judged stopped; of the rules "
+              "that do both, the one that stops the fewest runs that are still moving (still improving, or "
+              "between); then one whose median stop of a flat run comes by 80% of the budget; then the one that "
+              "rests on the most validations (a plateau can end late: the GPU's bf16 SHA-RNN cell sat at its floor "
+              "for 80 steps after its warmup of 100, `sharnn-plateau.md`); then the share of the budget that is the "
+              "spec's default (`not_learning_after`, part of a run id when changed). By these the grid picks "
+              f"**{best}**; `bench.engine.learning` uses "
+              f"**{chosen}**{' (the same)' if best == chosen else ': they differ, so the rule should be revisited'}."]
     lines += ["", "## Each run", "", "'stops at': the step at which each rule would have stopped the run (- never). "
               "Validations: ten per budget in the grid, every 20 steps in the issue's cases, every 10 in the cell's.",
               "", "| run | warmup | budget | valid bits/char at the end | floor | below floor | class | late progress | "

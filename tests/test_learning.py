@@ -86,9 +86,9 @@ def test_a_plateau_is_judged_by_its_progress_not_by_where_it_sits():
     floor, stalled = 4.68, learning.stalled_at_floor
     falling = [(10, 5.0), (20, 4.70), (30, 4.69), (40, 4.68)]
     assert not stalled(falling, floor, warmup_steps=0)  # at the floor, but 6% better than the validation before
-    assert stalled(falling + [(50, 4.68)], floor, warmup_steps=0)  # three without 1% progress: judged
+    assert stalled(falling + [(50, 4.68)], floor, warmup_steps=0)  # three without 0.5% progress: judged
     assert not stalled(falling + [(50, 4.68)], floor, warmup_steps=30)  # one of the three is not after warmup
-    creeping = [(10 * k, 4.75 * 0.989 ** k) for k in range(8)]  # 1.1% better at every validation
+    creeping = [(10 * k, 4.75 * 0.997 ** k) for k in range(8)]  # 0.3% better at each: 0.9% by a window's third
     assert not any(stalled(creeping[:n], floor, warmup_steps=0) for n in range(1, 9))
     learned = [(10, 5.0), (20, 4.2), (30, 4.2), (40, 4.2)]  # stalled, but 10% below the floor: not this rule's
     assert not stalled(learned, floor, warmup_steps=0)

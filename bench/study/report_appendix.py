@@ -58,7 +58,7 @@ def definitions_section(doc: ReportPage) -> None:
         "unigram floor = the same metrics for a unigram model of the tokens fitted on train (add-one smoothing); "
         f"'below floor' is how far a run's bits/char is below it (a run less than {CLEARLY_BELOW:.0%} below is "
         f"flagged; training stops as not-learning a run whose last {PATIENCE} validations, after warmup and a "
-        f"quarter of its budget by default, all stay within {STARTED_BELOW:.0%} of it, none {PROGRESS:.0%} better "
+        f"quarter of its budget by default, all stay within {STARTED_BELOW:.0%} of it, none {PROGRESS:.1%} better "
         f"than the best before them).",
         "Uncertainty: seeds are the unit of replication (a t interval or test over seeds needs two or more); the "
         "text sample is resampled by document (WikiText articles, Wikipedia pages, else 50 equal blocks), with "
