@@ -425,6 +425,12 @@ CASES = [
     ("another file under the run's corpus name", ["eval", "{run}", "--data-dir", "{other_data}"],
      "is not the file this run recorded"),
     ("compare of a corrupt result", ["compare", "{results}", "{corrupt_results}"], "is not a readable result"),
+    ("reproduce into the folder it checks", ["reproduce", "{run}", "--out", "{run}/again"],
+     "the folder being checked"),
+    ("reproduce against the same folder", ["reproduce", "{results}", "--reproduced", "{results}"],
+     "--reproduced is the folder being checked"),
+    ("reproduce no runs", ["reproduce", "{results}", "--runs", "0"], "--runs 0: give a number of runs"),
+    ("reproduce a folder of nothing", ["reproduce", "{sandbox}"], "holds no recorded run"),
     ("compare of a result without its test text", ["compare", "{run}", "{textless_run}"],
      "has test metrics but no record of the test text"),
 ]

@@ -65,7 +65,7 @@ def test_the_check_waits_for_its_share_of_the_budget_and_the_end_of_warmup(data_
 
 
 def test_a_budget_with_too_few_validations_to_judge_says_so_and_is_not_stopped(data_dir, tmp_path, capsys):
-    result = train(spec(data_dir, tmp_path / "short", max_steps=24, **STUCK), show_progress=False)
+    result = train(spec(data_dir, tmp_path / "short", max_steps=24, **STUCK))  # the note: not under --quiet
     assert result.status == "done" and result.training.steps == 24
     note = capsys.readouterr().err
     assert ("note: the not-learning stop cannot judge this run: it plans 3 validation(s) in 24 steps, 3 of them after "

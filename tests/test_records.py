@@ -11,10 +11,10 @@ import pytest
 
 from bench.errors import BenchError
 from bench.run_files import CHECKPOINT, RESULT, TOKENIZER, document_losses, token_losses
-from bench.study.analysis import FinishedRun
+from bench.study.analysis import FinishedRun, read_document_losses
 from bench.engine.result import RunResult
 from bench.study.execute import Execution, run_matrix
-from bench.study.records import RECORD_FILES, export_records, read_document_losses
+from bench.study.records import RECORD_FILES, export_records
 from bench.study.report import build_report
 
 pytestmark = pytest.mark.mirror

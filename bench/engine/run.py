@@ -115,7 +115,7 @@ def execute(resolved: ResolvedRun, console: TextIO | None = None, show_progress:
         if main:
             write_json_atomic(out / SPEC, resolved.to_json())
             write_bytes_atomic(out / TOKENIZER, trainer.tokenizer.to_bytes())
-            if (unjudged := too_few_validations(resolved)) is not None:
+            if show_progress and (unjudged := too_few_validations(resolved)) is not None:  # not under --quiet
                 print(f"note: {unjudged}", file=trainer.console, flush=True)
         trainer.run()
         trainer.ranks.barrier()  # best.pt is written by the main process

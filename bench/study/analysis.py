@@ -17,7 +17,7 @@ from bench.engine.learning import unigram_log_probs, unigram_nll
 from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
-from bench.run_files import LOG, TOKENIZER, token_losses
+from bench.run_files import LOG, TOKENIZER, document_losses, token_losses
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
@@ -112,8 +112,6 @@ class FinishedRun:
 
     def _recorded_document_losses(self, split: str) -> TextLosses | None:
         """The record's losses by document, checked against the text: its documents and bytes, its total bits."""
-        from bench.study.records import read_document_losses
-
         losses = read_document_losses(self.run_dir, split)
         if losses is None:
             return None
@@ -128,6 +126,22 @@ class FinishedRun:
                              f"{total_bits:,.1f} bits): restore the record, or delete it to report the run without "
                              f"document intervals")
         return losses
+
+
+def read_document_losses(run_dir: Path, split: str) -> TextLosses | None:
+    """The run's losses by document of ``split`` from its record, or None where it has none."""
+    path = run_dir / document_losses(split)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        bits, sizes = np.asarray(record["bits"], dtype=np.float64), np.asarray(record["bytes"], dtype=np.float64)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BenchError(f"{path} is not a readable record of losses by document ({type(exc).__name__}); restore "
+                         f"it, or delete it and evaluate the run again with --dump-token-losses") from None
+    if bits.shape != sizes.shape or bits.ndim != 1 or not len(bits):
+        raise BenchError(f"{path}: its bits and bytes are not one number per document each; restore it")
+    return TextLosses(bits, sizes)
 
 
 # --------------------------------------------------------------------------------------- unigram floor

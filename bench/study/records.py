@@ -22,13 +22,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
 from bench.fileio import write_bytes_atomic, write_text_atomic
 from bench.run_files import CELL, LOG, RESULT, SPEC, STATUS, TOKENIZER, document_losses
-from bench.study.uncertainty import TextLosses
 
 SPLITS = ("test",)
 RECORD_FILES = (RESULT, SPEC, CELL, STATUS, LOG) + tuple(document_losses(split) for split in SPLITS)
@@ -48,22 +45,6 @@ def write_document_losses(run_dir: Path, result: RunResult) -> list[Path]:
         write_text_atomic(path, json.dumps({"bits": losses.bits.tolist(), "bytes": losses.bytes.tolist()}) + "\n")
         written.append(path)
     return written
-
-
-def read_document_losses(run_dir: Path, split: str) -> TextLosses | None:
-    """The run's losses by document of ``split`` from its record, or None where it has none."""
-    path = run_dir / document_losses(split)
-    if not path.is_file():
-        return None
-    try:
-        record = json.loads(path.read_text())
-        bits, sizes = np.asarray(record["bits"], dtype=np.float64), np.asarray(record["bytes"], dtype=np.float64)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BenchError(f"{path} is not a readable record of losses by document ({type(exc).__name__}); restore "
-                         f"it, or delete it and evaluate the run again with --dump-token-losses") from None
-    if bits.shape != sizes.shape or bits.ndim != 1 or not len(bits):
-        raise BenchError(f"{path}: its bits and bytes are not one number per document each; restore it")
-    return TextLosses(bits, sizes)
 
 
 def finished_runs(results_dir: Path) -> list[tuple[Path, RunResult]]:

@@ -218,7 +218,7 @@ lease() {
   local preset=paper steps=20 study=(--jobs "${JOBS:-6}" --quiet)
   speed_args=()
   if [ "$TINY" = 1 ]; then
-    preset=tiny; steps=2; study=(--jobs 2 --quiet); speed_args=(--set threads=1)
+    preset=tiny; steps=2; study=(--jobs 1 --quiet); speed_args=(--set threads=1)
     config=${LEASE_CONFIG:-configs/smoke.toml}  # the GPU study's sizes take hours on a CPU
   fi
   mkdir -p "$logs"; : > "$rows"
