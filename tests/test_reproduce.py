@@ -149,6 +149,9 @@ def test_a_difference_is_measured_in_the_seeds_spread_of_its_cell():
     assert by_run["b"].row()["verdict"] == "bit-identical"
     assert by_run["c"].seed_sd is None and not by_run["c"].within  # 1.5% relative, one seed: 1% tolerance
     assert not outcome.ok and "2 difference(s) beyond the tolerance" in outcome.summary()
+    word = compare(recorded.assign(test_word_perplexity=[74.22, 1, 1]), recorded.assign(test_word_perplexity=[73.28, 1, 1]))
+    ppl = next(d for d in word.differences if d.run == "a" and d.metric == "test_word_perplexity")
+    assert ppl.relative == pytest.approx(0.0030, abs=1e-4)  # of the log perplexity: 1.3% of the perplexity
 
 
 def test_a_bench_train_run_folder_is_reproduced_too(study, cli_here, tmp_path):
