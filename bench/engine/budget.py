@@ -84,7 +84,12 @@ class Budget:
     def planned_steps(self, chars_per_token: float | None, epoch_tokens: int | None, step_tokens: float,
                       flops_per_token: float | None = None) -> int | None:
         tokens = self.planned_tokens(chars_per_token, epoch_tokens, step_tokens, flops_per_token)
-        return None if tokens is None else math.ceil(tokens / step_tokens - 1e-9)
+        return None if tokens is None else steps_for(tokens, step_tokens)
+
+
+def steps_for(tokens: float, step_tokens: float) -> int:
+    """The optimizer steps that train ``tokens`` tokens, ``step_tokens`` a step (the last one may be short)."""
+    return math.ceil(tokens / step_tokens - 1e-9)
 
 
 def mean_step_tokens(config: TrainConfig) -> float:

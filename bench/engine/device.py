@@ -103,8 +103,8 @@ def describe(device: torch.device) -> dict:
     else:
         from bench.provenance import machine
 
-        info["name"] = machine()["cpu_model"]
-        info["cpu_capability"] = machine()["torch_cpu_capability"]
+        here = machine()
+        info.update(name=here["cpu_model"], cpu_capability=here["torch_cpu_capability"])
     return info
 
 

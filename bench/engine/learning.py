@@ -7,19 +7,17 @@ smoothing) scores its tokenization's *unigram floor*; a finished model that is n
 The trainer stops a run only on evidence that it will not learn (:func:`stalled_at_floor`): once a share of its
 budget is spent (``not_learning_after``), its last :data:`PATIENCE` validations are all after warmup, none of them
 :data:`STARTED_BELOW` below the floor (at it or above it), and none :data:`PROGRESS` better than the best
-validation before them. Such a run is stopped as ``not-learning``, never a result. The constants come from a grid of 139 CPU runs
-(``scripts/not_learning_grid.py``, ``results/reference/not-learning-rule.md``): the rule stops none of its 43 runs
-that learn and all 25 flat ones that do not; the rule it replaces, "2% below the floor at a quarter of the
-budget", stopped 5 of the 43 (and 9 of the 12 runs of ``configs/seeds.toml``), since a run can sit at its floor
-for a while and then learn.
+validation before them. Such a run is stopped as ``not-learning``, never a result. The constants come from a
+grid of 139 CPU runs (``scripts/not_learning_grid.py``, ``results/reference/not-learning-rule.md``): the rule
+stops none of its 43 runs that learn and all 25 flat ones that do not; the rule it replaces, "2% below the
+floor at a quarter of the budget", stopped 5 of the 43 (and 9 of the 12 runs of ``configs/seeds.toml``), since
+a run can sit at its floor for a while and then learn.
 
 A parameter family (the class of the modules that hold them) whose gradient is exactly zero for
 :data:`ZERO_GRADIENT_STEPS` steps in a row is not training: a warning in the log and the result.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import torch
@@ -80,12 +78,12 @@ def too_few_validations(resolved) -> str | None:
     """Why the not-learning stop cannot judge a run (``ResolvedRun``): fewer validations after its warmup than
     :func:`stalled_at_floor` needs, or none before them; None where it can, where the stop is off, or where the
     steps are not known in advance (a time budget)."""
-    from bench.engine.budget import mean_step_tokens
+    from bench.engine.budget import mean_step_tokens, steps_for
 
     train, tokens = resolved.train, resolved.size().planned_tokens
     if not train.stop_if_not_learning or tokens is None:
         return None
-    planned = math.ceil(tokens / mean_step_tokens(train) - 1e-9)
+    planned = steps_for(tokens, mean_step_tokens(train))
     total, judged = validations_to_judge(planned, train.warmup_steps, train.eval_every)
     if judged >= PATIENCE and total > PATIENCE:
         return None
