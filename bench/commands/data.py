@@ -90,9 +90,13 @@ def data_add(
                                           "(train, valid, test paths, relative to the file)."),
     replace: bool = typer.Option(False, "--replace", help="Put new files in the place of a corpus added before "
                                  "with other files (runs trained on the old files can then no longer be evaluated)."),
+    allow_overlap: bool = typer.Option(False, "--allow-overlap", help="Accept a valid or test file found in train "
+                                       "or sharing long lines with it (or valid and test sharing them), to study "
+                                       "text a model has read; the overlap is recorded in the split's source."),
     data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Add your own corpus from text files; it is identified by the files' sha256 (there is no official copy)."""
+    from bench.data.contamination import ACCEPTED
     from bench.data.user import add_user_corpora, corpora_from_toml
 
     corpora: dict[str, dict] = {}
@@ -104,9 +108,10 @@ def data_add(
         corpora[name] = {k: v for k, v in (("train", train), ("valid", valid), ("test", test)) if v is not None}
     if not corpora:
         raise BenchError("give a corpus NAME with --train/--valid/--test, or --config FILE.toml")
-    for corpus, records in add_user_corpora(corpora, data_dir, replace=replace).items():
+    for corpus, records in add_user_corpora(corpora, data_dir, allow_overlap, replace).items():
         for split, record in records.items():
-            print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}")
+            overlap = f"; {record.source}" if ACCEPTED in record.source else ""
+            print(f"{corpus} {split}: {record.size:,} bytes, sha256 {record.sha256}{overlap}")
 
 
 @app.command("synthesize")

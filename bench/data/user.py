@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from bench.data.contamination import ACCEPTED, overlaps
 from bench.data.corpora import HELD_OUT, REGISTRY, SPLITS
 from bench.data.integrity import file_problem, text_problem
 from bench.data.manifest import (STATUS_USER, SplitRecord, corpus_dir, is_user_corpus, read_manifest, timestamp,
@@ -96,9 +97,11 @@ def _replace_folder(new: Path, target: Path) -> None:
 def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Path | None = None,
                     allow_overlap: bool = False) -> dict[str, tuple[bytes, str]]:
     """The user's train/valid/test files, checked (name, presence, text, held out from train and from each other)
-    and read; nothing is written. ``allow_overlap`` accepts a held-out split found inside train (a study of what a
-    model or compressor does with text it has read; the command line never sets it)."""
-    _check_user_name(resolve_data_dir(data_dir), name)
+    and read; nothing is written. ``allow_overlap`` accepts a held-out split found inside train, or sharing more
+    than bench.data.contamination allows with train or the other held-out split (a study of what a model or
+    compressor does with text it has read), and labels its source with the overlap."""
+    data_dir = resolve_data_dir(data_dir)
+    _check_user_name(data_dir, name)
     missing = [s for s in SPLITS if s not in paths]
     if missing:
         raise BenchError(f"corpus {name!r} needs train, valid and test files; missing: {', '.join(missing)}")
@@ -125,7 +128,21 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
     if contents["valid"][0] == contents["test"][0]:
         raise BenchError(f"corpus {name!r}: the valid and test files are the same text; checkpoints chosen on valid "
                          f"would be scored on the text that chose them: give a separate test file")
+    for overlap in overlaps({split: data for split, (data, _) in contents.items()}):
+        if overlap.too_much:
+            if not (allow_overlap or _accepted_before(data_dir, name, contents, overlap.split)):
+                raise BenchError(overlap.refusal(name))
+            data, source = contents[overlap.split]
+            contents[overlap.split] = (data, f"{source}; {overlap.label()}")
     return contents
+
+
+def _accepted_before(data_dir: Path, name: str, contents: dict[str, tuple[bytes, str]], split: str) -> bool:
+    """Whether these very files were added with their overlap accepted: a config's [corpora] table, which has no
+    flag, then names them again."""
+    existing = read_manifest(data_dir, name)
+    return (split in existing and ACCEPTED in existing[split].source
+            and all(s in existing and existing[s].sha256 == sha256_bytes(contents[s][0]) for s in SPLITS))
 
 
 def add_user_corpora(corpora: dict[str, dict[str, str | Path]], data_dir: str | Path | None = None,
