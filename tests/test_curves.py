@@ -1,8 +1,13 @@
 """``log_to=tensorboard`` (bench.engine.curves): a run's curves in TensorBoard event files, equal to its log.jsonl,
-also after a resume that drops log lines; not part of the run id; refused in one line without the package."""
+also after a resume that drops log lines; not part of the run id; refused in one line without the package. The
+run writes only its own event files (a resume removes those and nothing else), never through a link, and a path it
+cannot write is refused before the log is touched."""
 
+import errno
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 
@@ -10,7 +15,7 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from bench.engine.curves import AXES, TENSORBOARD, tag
+from bench.engine.curves import AXES, OURS, TENSORBOARD, TensorBoardCurves, tag
 from bench.engine.run import plan_run, train
 from bench.engine.spec import RunSpec
 from bench.engine.trainer import Trainer
@@ -18,6 +23,10 @@ from bench.engine.trainer import Trainer
 SETTINGS = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
             "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500,
             "stop_if_not_learning": False, "log_to": "tensorboard"}
+
+
+# a run that checkpoints at its last step (4): resumed, it trains nothing more and only evaluates
+RESUMED = {**SETTINGS, "max_steps": 4, "eval_every": 2, "checkpoint_every": 2}
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +101,104 @@ def test_an_unknown_destination_is_refused_in_one_line(data_dir, tmp_path, repo)
                           cwd=repo, capture_output=True, text=True)
     assert done.returncode != 0 and "log_to" in done.stderr and "tensorboard" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def finished_run(data_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("finished") / "run"
+    train(spec(data_dir, out, **RESUMED), show_progress=False)
+    return out
+
+
+def interrupted(finished_run, where):
+    """A copy of the finished run killed after its last checkpoint: no result, a log line the resume drops."""
+    run = shutil.copytree(finished_run, where / "run", symlinks=True)
+    (run / "result.json").unlink()
+    with open(run / "log.jsonl", "a") as f:
+        f.write(json.dumps({"step": 5, "epoch": 0, "train_chars": 10 ** 6, "train_loss": 1.0}) + "\n")
+    return run
+
+
+def contents(folder) -> dict[str, bytes | str]:
+    """Every file under ``folder`` by its path, a link by where it leads (not followed)."""
+    found = {}
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            path = os.path.join(root, name)
+            if os.path.islink(path):
+                found[path] = "-> " + os.readlink(path)
+            elif os.path.isfile(path):
+                found[path] = open(path, "rb").read()
+    return found
+
+
+def test_a_resume_removes_the_runs_event_files_and_nothing_else(finished_run, data_dir, tmp_path):
+    run = interrupted(finished_run, tmp_path)
+    board = run / TENSORBOARD
+    (ours,) = board.glob(OURS)
+    (board / "notes.txt").write_text("my notes")
+    (board / "events.out.tfevents.1700000000.laptop.42.0").write_bytes(b"another writer's curves")
+    (board / "events.out.tfevents.1.laptop.1.0.bench").mkdir()  # named as the run's, but a folder
+    (board / "events.out.tfevents.1.laptop.1.0.bench" / "kept").write_text("kept")
+    (board / "events.out.tfevents.2.laptop.1.0.bench").symlink_to("notes.txt")  # and a link
+    theirs = {path: data for path, data in contents(board).items() if path != str(ours)}
+    train(spec(data_dir, run, **RESUMED), show_progress=False)
+    assert {path: data for path, data in contents(board).items() if path in theirs} == theirs
+    written = [path for path in board.glob(OURS) if path.is_file() and not path.is_symlink()]
+    assert len(written) == 1 and written[0] != ours
+
+
+def prepare_link_to_a_folder(board, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "theirs.txt").write_text("not the run's")
+    board.symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+
+
+def prepare_dangling_link(board, tmp_path):
+    board.symlink_to(tmp_path / "nowhere", target_is_directory=True)
+
+
+def prepare_file(board, tmp_path):
+    board.write_text("a file where the event files go")
+
+
+def prepare_read_only_folder(board, tmp_path):
+    board.mkdir()
+    (board / "theirs.txt").write_text("not the run's")
+    board.chmod(0o555)
+    if os.access(board, os.W_OK):
+        pytest.skip("this user writes into a read-only folder anyway (root)")
+
+
+@pytest.mark.parametrize("prepare, problem", [(prepare_link_to_a_folder, "is a link"),
+                                              (prepare_dangling_link, "is a link"),
+                                              (prepare_file, "is not a folder"),
+                                              (prepare_read_only_folder, "is not writable")])
+def test_a_tensorboard_path_the_run_cannot_own_is_refused_before_the_log_is_touched(
+        prepare, problem, finished_run, data_dir, tmp_path, cli_here, one_line_error):
+    run = interrupted(finished_run, tmp_path)
+    shutil.rmtree(run / TENSORBOARD)
+    prepare(run / TENSORBOARD, tmp_path)
+    before = contents(tmp_path)  # the run folder and what a link leads to
+    try:
+        settings = [f"{key}={str(value).lower()}" for key, value in RESUMED.items()]
+        done = cli_here("train", "--dataset", "toy", "--data-dir", str(data_dir), "--seed", "3", "--quiet",
+                        "--out", str(run), *[arg for pair in settings for arg in ("--set", pair)])
+    finally:
+        if (run / TENSORBOARD).is_dir() and not (run / TENSORBOARD).is_symlink():
+            (run / TENSORBOARD).chmod(0o755)
+    one_line_error(done, f"{run / TENSORBOARD} {problem}", "log_to=none", code=1)
+    assert contents(tmp_path) == before
+
+
+def test_a_failure_writing_the_curves_leaves_the_log_as_it_was(finished_run, data_dir, tmp_path, monkeypatch):
+    run = interrupted(finished_run, tmp_path)
+    log = (run / "log.jsonl").read_bytes()
+
+    def disk_full(self, records):
+        raise OSError(errno.ENOSPC, "No space left on device", str(self.folder))
+
+    monkeypatch.setattr(TensorBoardCurves, "restart", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        train(spec(data_dir, run, **RESUMED), show_progress=False)
+    assert (run / "log.jsonl").read_bytes() == log

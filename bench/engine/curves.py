@@ -5,17 +5,21 @@ The x axis is training characters, not steps: a step holds another number of cha
 and characters put every run of a matrix on the same axis. Each numeric field of a log line is one scalar (tags
 ``train/...`` and ``valid/...``), as the line has it. log.jsonl stays the record: when a resumed run drops log lines
 after its checkpoint, the event files are written again from the lines kept, so they always show what the log says.
+The run's own event files end in ``.bench`` (TensorBoard reads any name holding ``tfevents``): a resume removes
+those, and whatever else is in the folder stays.
 """
 
 from __future__ import annotations
 
 import math
-import shutil
+import os
 from pathlib import Path
 
 from bench.errors import BenchError
 
 TENSORBOARD = "tensorboard"  # the run folder's event files
+SUFFIX = ".bench"  # ends the names of the event files a run writes, and only theirs
+OURS = "events.out.tfevents.*" + SUFFIX  # SummaryWriter's names: events.out.tfevents.<time>.<host>.<pid>.<n><suffix>
 AXES = ("step", "epoch", "tokens", "train_chars", "train_flops", "seconds")  # where a line is, not what it measured
 
 
@@ -33,6 +37,23 @@ def check_log_to(log_to: str) -> None:
         except ImportError:
             raise BenchError("log_to=tensorboard needs the tensorboard package: pip install "
                              "'tokenization-bench[tensorboard]' (or pip install tensorboard)") from None
+
+
+def check_curves_folder(log_to: str, run_folder: Path) -> None:
+    """Refused before the run writes anything (its log included): event files written through a link would land
+    outside the run folder, and a file or a folder that cannot be written would fail only after the log was cut."""
+    if log_to != "tensorboard":
+        return
+    folder = run_folder / TENSORBOARD
+    writes = "log_to=tensorboard writes the run's event files"
+    if folder.is_symlink():
+        raise BenchError(f"{folder} is a link: {writes} inside the run folder, not where a link leads; remove the "
+                         f"link, or set log_to=none")
+    if folder.exists() and not folder.is_dir():
+        raise BenchError(f"{folder} is not a folder: {writes} in it; move it away, or set log_to=none")
+    if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        raise BenchError(f"{folder} is not writable: {writes} in it; make it writable (chmod u+wx), or set "
+                         f"log_to=none")
 
 
 class Curves:
@@ -55,8 +76,10 @@ class TensorBoardCurves(Curves):
 
         if self.writer is not None:
             self.writer.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
-        self.writer = SummaryWriter(str(self.folder), flush_secs=30)
+        for path in self.folder.glob(OURS):
+            if path.is_file() and not path.is_symlink():  # a folder or a link of that name is not the run's
+                path.unlink()
+        self.writer = SummaryWriter(str(self.folder), flush_secs=30, filename_suffix=SUFFIX)
         for record in records:
             self.write(record)
         self.flush()
@@ -79,4 +102,5 @@ class TensorBoardCurves(Curves):
 
 
 def curves_for(log_to: str, run_folder: Path) -> Curves:
+    check_curves_folder(log_to, run_folder)
     return TensorBoardCurves(run_folder) if log_to == "tensorboard" else Curves()

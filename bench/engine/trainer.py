@@ -225,9 +225,9 @@ class Trainer:
             return
         lines = read_log_lines(self.log_file) if self.log_file.exists() else []
         kept = [(line, entry) for line in lines if (entry := json.loads(line))["step"] <= step]  # each parsed once
+        self.curves.restart([entry for _, entry in kept])  # first: a failure there leaves the log as it was
         if self.log_file.exists():
             self.log_file.write_text("".join(line + "\n" for line, _ in kept))
-        self.curves.restart([entry for _, entry in kept])
 
     def log(self, record: dict) -> None:
         if not self.ranks.is_main:
