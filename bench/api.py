@@ -14,22 +14,45 @@ The README's "Python API" section runs in the tests as written (tests/test_api.p
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pandas as pd
 
-from bench.engine.inference import evaluate_checkpoint as evaluate
-from bench.engine.run import plan_run as plan
-from bench.engine.run import train
+from bench.engine import inference, run
 from bench.engine.spec import RunSpec
-from bench.study.execute import Execution, run_matrix
-from bench.study.figures import attack_figure
-from bench.study.report import build_report, load_study
+from bench.errors import BenchError
+from bench.study import execute, figures, report
+from bench.study.execute import Execution
+from tokenizers_study import TokenizerError
 
 
+def _one_error_type(function):
+    """Every refusal as the BenchError the command line prints (a tokenization's own error included); each
+    function validates its arguments itself, so that scripts calling the engine directly keep the same rules."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except TokenizerError as exc:
+            raise BenchError(str(exc)) from None
+
+    return call
+
+
+plan = _one_error_type(run.plan_run)
+train = _one_error_type(run.train)
+evaluate = _one_error_type(inference.evaluate_checkpoint)
+run_matrix = _one_error_type(execute.run_matrix)
+attack_figure = _one_error_type(figures.attack_figure)
+build_report = _one_error_type(report.build_report)
+
+
+@_one_error_type
 def load_runs(results_dir: str | Path) -> pd.DataFrame:
     """The finished runs of a matrix's results folder (the rows of runs.csv that are done), from their folders."""
-    return load_study(Path(results_dir)).done
+    return report.load_study(results_dir).done
 
 
 __all__ = ["Execution", "RunSpec", "attack_figure", "build_report", "evaluate", "load_runs", "plan", "run_matrix",

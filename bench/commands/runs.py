@@ -12,10 +12,9 @@ import typer
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, echo_err,
                                    parse_pairs, print_comparability, print_metrics, sizing_dataset_option,
                                    sizing_tokenizer_option, vocab_size_option)
-from bench.data.corpora import SPLITS
+from bench.data.corpora import check_split
 from bench.errors import BenchError
 from bench.fileio import json_text, require_folder
-from bench.ownership import claim_output_file, owner_of
 from bench.text_tables import duration, flops_rate
 from tokenizers_study import lattice_forms
 
@@ -87,15 +86,13 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
     from bench.engine.device import check_threads, use_threads
-    from bench.engine.inference import evaluate_checkpoint
+    from bench.engine.inference import claim_dump_file, evaluate_checkpoint, own_run_folder
 
     check_threads(threads)
     check_split(split)
-    run_folder = checkpoint_path if checkpoint_path.is_dir() else checkpoint_path.parent
-    writes = dump_token_losses is not None or bool(marginal)  # reading alone needs no owner: a damaged spec.json
-    own = _own_folder(checkpoint_path, run_folder) if writes else None  # the evaluated run's own folder
     if dump_token_losses is not None:
-        claim_output_file(dump_token_losses, "--dump-token-losses", own_folder=own)
+        claim_dump_file(checkpoint_path, dump_token_losses)
+    own = own_run_folder(checkpoint_path) if marginal else None  # reading alone needs no owner: a damaged spec.json
     if marginal_lines is not None and marginal is None:
         raise BenchError("--marginal-lines chooses the lines of --marginal K; give --marginal too")
     if marginal == 1:  # one draw per line has no spread: its Monte Carlo error would read as exactly 0
@@ -129,22 +126,6 @@ def eval_command(
               f"{m.marginal_bits_per_byte:.5f} ± {m.marginal_se:.5f} bits/byte against "
               f"{m.canonical_bits_per_byte:.5f} for the canonical segmentation ({100 * m.relative_gap:.3f}% lower; "
               f"in expectation an underestimate of the gap)")
-
-
-def _own_folder(checkpoint_path: Path, run_folder: Path) -> Path | None:
-    """The folder of the evaluated run, where eval may add its files (None: no run's): never a folder whose files
-    record another run than the checkpoint's, whose report would read what eval adds as that run's."""
-    from bench.engine.checkpoint import load, locate
-
-    owner = owner_of(run_folder)
-    if owner is None or owner.identity is None:  # a folder of loose checkpoints, its run not recorded
-        return None if owner is None else run_folder
-    theirs = load(checkpoint_path).get("run_id")
-    if owner.identity != theirs:
-        raise BenchError(f"{run_folder} records run {owner.identity} but its checkpoint {locate(checkpoint_path)} is "
-                         f"of run {theirs}; nothing is written there: evaluate the run in its own folder, or write "
-                         f"elsewhere")
-    return run_folder
 
 
 def _marginal_settings(checkpoint_path: Path, draws: int, lines: int | None) -> dict:
@@ -313,8 +294,3 @@ def eval_hf_command(
               f"word perplexity {other['word_perplexity']:,.2f}, byte perplexity {other['byte_perplexity']:.4f}, "
               f"bits per byte {other['bits_per_byte']:.4f}")
     print(f"result: {folder / 'result.json'}")
-
-
-def check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise BenchError(f"--split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}, not {split!r}")

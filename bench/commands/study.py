@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from bench.commands.common import data_dir_option
+from bench.commands.common import data_dir_option, echo_err
 from bench.errors import BenchError
 
 PLAN_COLUMNS = ["phase", "status", "vocab", "params_total", "bptt", "train_tokens", "train_chars", "train_flops", "run",
@@ -83,6 +83,8 @@ def run_matrix_command(
         return
     print(f"{outcome.config.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(outcome.counts.items())))
     print(f"runs table: {outcome.csv_path}")
+    for note in outcome.notes:
+        echo_err(f"note: {note}")
     unfinished = sum(n for s, n in outcome.counts.items() if s != RunStatus.DONE)
     if unfinished:
         raise BenchError(f"{unfinished} run(s) did not finish (see status and error in {outcome.csv_path})")

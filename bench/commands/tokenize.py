@@ -28,7 +28,7 @@ def tokenize_stats(
     out: Optional[Path] = typer.Option(None, "--out", help="Also write a Markdown report to this file."),
 ) -> None:
     """Train (or load) each scheme on the train split and report how it cuts every split."""
-    from bench.data.tokenize_stats import STATS_TITLE, run_stats, stats_markdown, stats_table
+    from bench.data.tokenize_stats import STATS_TITLE, own_report, run_stats, stats_markdown, stats_table
     from tokenizers_study import parse_scheme
 
     scheme_list = [parse_scheme(s).name for s in split_schemes(schemes)]  # validate all names first
@@ -38,10 +38,10 @@ def tokenize_stats(
         raise BenchError("--splits is empty; give e.g. --splits train,valid,test")
     each_once(scheme_list, "--schemes")
     each_once(split_list(splits), "--splits")
-    if out is not None:  # before any work: a new file, or this command's own report from before
+    if out is not None:  # before any work: a new file, or this command's own report from before, unchanged
         from bench.ownership import claim_output_file
 
-        claim_output_file(out, "--out", written_by=STATS_TITLE)
+        claim_output_file(out, "--out", written_by=STATS_TITLE if own_report(out) else None)
     result = run_stats(dataset, scheme_list, split_list(splits), data_dir)
     if out is not None:
         from bench.fileio import write_text_atomic

@@ -33,6 +33,13 @@ SPLITS = ("train", "valid", "test")
 HELD_OUT = SPLITS[1:]  # the splits a model is scored on, never trained on
 
 
+def check_split(split: object) -> str:
+    """A split asked for by name (``--split``, ``split=``)."""
+    if split not in SPLITS:
+        raise BenchError(f"--split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}, not {split!r}")
+    return split
+
+
 @dataclass(frozen=True)
 class FileCheck:
     """Official size and checksums of one file; ``None`` where none is published."""

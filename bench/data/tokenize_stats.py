@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +15,10 @@ from bench.provenance import git_commit, library_versions
 from bench.text_tables import markdown_table, text_table
 from tokenizers_study.stats import SchemeStats, scheme_stats
 
-STATS_TITLE = "# Tokenization statistics"  # the first line of the Markdown report: `--out` may replace such a file
+STATS_TITLE = "# Tokenization statistics"  # the first line of the Markdown report
+# Its last line: what `--out` replaces is a report of this command, unchanged since (a title proves nothing: a
+# user's notes may start with it)
+MARK_START, MARK_END = "<!-- written by bench tokenize stats; sha256 of the text above: ", " -->\n"
 
 COLUMNS = ["scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
            "unk_rate", "fallback_rate", "lossless", "lost_words", "lost_bytes", "unigram_entropy_bits",
@@ -98,4 +103,23 @@ def stats_markdown(result: StatsResult) -> str:
         + ", ".join(sorted({f"`{r.scheme}` {r.tokenizer_hash[:16]}" for r in result.records})),
         "",
     ]
-    return "\n".join(parts)
+    text = "\n".join(parts)
+    return text + MARK_START + hashlib.sha256(text.encode()).hexdigest() + MARK_END
+
+
+def own_report(path: Path) -> bool:
+    """Whether ``path`` is a report of this command as it wrote it: its last line records the sha256 of the rest."""
+    mark_size = len((MARK_START + "0" * 64 + MARK_END).encode())
+    if path.is_symlink() or not path.is_file():  # refused by --out's checks; a FIFO is never opened
+        return False
+    try:
+        with open(path, "rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(size - mark_size, 0))
+            mark = handle.read().decode("ascii", "replace")
+            if size < mark_size or not (mark.startswith(MARK_START) and mark.endswith(MARK_END)):
+                return False  # not read further: a large file of the user's is not hashed
+            handle.seek(0)
+            return hashlib.sha256(handle.read(size - mark_size)).hexdigest() == mark[len(MARK_START):-len(MARK_END)]
+    except OSError:
+        return False

@@ -10,6 +10,7 @@ to evaluate or sample without the data folder's caches.
 from __future__ import annotations
 
 import random
+import reprlib
 from pathlib import Path
 
 import numpy as np
@@ -51,14 +52,53 @@ def load(path: str | Path) -> dict:
     except Exception as exc:  # a truncated or foreign file
         first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""
         raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {first}); it is damaged or not "
-                         f"a checkpoint: restore it, or delete it (a run then starts again from its start)") from None
+                         f"a checkpoint: restore it, or train the run again (a run whose checkpoint.pt is deleted "
+                         f"starts from its start)") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BenchError(f"{path} is not a checkpoint of this toolkit (format {FORMAT})")
     missing = [key for key in ("resolved", "model", "tokenizer") if key not in payload]
     if missing:
         raise BenchError(f"{path} has no {', '.join(missing)}: it was written by an older version of the toolkit; "
                          f"evaluate it with that version, or train the run again")
+    _check_parts(payload, path)
+    _check_finite(payload["model"], path)
     return payload
+
+
+def unreadable(path: Path, part: str, problem: str) -> BenchError:
+    """The refusal of a checkpoint whose recorded ``part`` cannot be read back (``problem``: why, one line)."""
+    return BenchError(f"{path} is not a readable checkpoint (its recorded {part}: {problem}); it was edited or is "
+                      f"damaged: restore it, or train the run again")
+
+
+def _check_parts(payload: dict, path: Path) -> None:
+    """The parts its readers take apart are of their kind: an edited file may hold anything there."""
+    def check(part: str, value, kind: type = dict):
+        if not isinstance(value, kind):
+            raise unreadable(path, part, "missing" if value is None else f"{reprlib.repr(value)} is not a "
+                                                                         f"{kind.__name__}")
+        return value
+
+    resolved = check("configuration", payload["resolved"])
+    for key, part in (("spec", "spec"), ("train", "train config"), ("model", "model config")):
+        check(part, resolved.get(key))
+    check("data facts", resolved.get("data", {}))
+    check("tokenizer", payload["tokenizer"], str)
+    for split, record in check("data", payload.get("data", {})).items():
+        check(f"data of {split}", record)
+    for name, tensor in check("weights", payload["model"]).items():
+        check(f"weights {name}", tensor, torch.Tensor)
+
+
+def _check_finite(weights: dict, path: Path) -> None:
+    """NaN or infinite weights (an edited or damaged file) would be trained from into a loss of NaN, read as a
+    divergence ("lower the lr"), or scored as NaN: they are refused here, by name, before anything is written."""
+    bad = [name for name, tensor in weights.items() if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise BenchError(f"{path} holds weights that are not finite (NaN or infinite values in {', '.join(bad[:3])}"
+                         f"{more}): no model to train from or evaluate; use another checkpoint, or train that run "
+                         f"again")
 
 
 def rng_state(jitter: np.random.Generator) -> dict:

@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 import sys
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from bench.arguments import count_argument, flag_argument, optional_path, path_argument, text_argument
 from bench.data.cache import encoded_split
+from bench.data.corpora import check_split
 from bench.data.paths import resolve_data_dir
 from bench.data.store import open_split
 from bench.engine import checkpoint
-from bench.engine.device import configure, describe, flatten_rnns, pick_device
+from bench.engine.device import configure, describe, device_here, flatten_rnns, pick_device
 from bench.engine.evaluation import Scorer, check_streams, run_layout
+from bench.engine.fields import readable_type
 from bench.engine.precision import Precision, plan_precision
 from bench.engine.result import CheckpointEvaluation, SplitProvenance
 from bench.engine.spec import RunSpec, TrainConfig
-from bench.errors import BenchError
+from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import atomic_path
-from bench.models import build_model, make_config
+from bench.ownership import claim_output_file, owner_of
+from bench.models import build_model, config_class, make_config
 from bench.models.common import LanguageModel
 from bench.provenance import comparability
+from bench.settings import field_types, literal_choices, unwrap_optional
 from tokenizers_study import Tokenizer, tokenizer_from_bytes
 from tokenizers_study.text import text_counts
 
@@ -42,23 +48,70 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
     """A checkpoint's model on a device; only the spec, model and train parts of its resolved
     configuration are read, so checkpoints of every version load."""
     payload = checkpoint.load(path)
-    resolved = payload["resolved"]
-    spec = RunSpec.from_json(resolved["spec"])
-    train = TrainConfig(**resolved["train"])
-    model = build_model(spec.model, make_config(spec.model, resolved["model"]))
+    spec, train, model, tokenizer = _recorded_run(payload, checkpoint.locate(path))
     checkpoint.load_weights(model, payload["model"], path)
-    dev = pick_device(device if device != "auto" else train.device)
+    # auto: where the run trained when this machine has it, else the best here (a GPU run read on a laptop)
+    dev = pick_device(device) if device != "auto" else device_here(train.device) or pick_device("auto")
     configure(dev)
     model.to(dev).eval()
     flatten_rnns(model)
-    tokenizer = tokenizer_from_bytes(payload["tokenizer"].encode("ascii"))
     return Loaded(model, tokenizer, spec, train, dev, plan_precision(train.precision, train.lstm_precision, dev, model),
                   payload)
 
 
+def _recorded_run(payload: dict, path: Path) -> tuple[RunSpec, TrainConfig, LanguageModel, Tokenizer]:
+    """What a checkpoint records of its run, each part parsed and checked: an edited or damaged field is refused in
+    one line that names it, never a traceback of whichever reader meets it first."""
+    resolved, part = payload["resolved"], "spec"
+    try:
+        spec = RunSpec.from_json(_typed(RunSpec, resolved["spec"]))
+        family = config_class(spec.model)
+        part = "train config"
+        train = TrainConfig(**_typed(TrainConfig, resolved["train"]))
+        part = "model config"
+        model = build_model(spec.model, make_config(spec.model, _typed(family, resolved["model"])))
+        part = "tokenizer"
+        tokenizer = tokenizer_from_bytes(payload["tokenizer"].encode("ascii"))
+        if tokenizer.vocab_size != resolved["model"].get("vocab_size"):  # each row of the weights is one token's
+            raise ValueError(f"{tokenizer.spec.name} has {tokenizer.vocab_size} tokens, the model "
+                             f"{resolved['model'].get('vocab_size')}")
+        for split, record in payload.get("data", {}).items():
+            part = f"data of {split}"
+            _typed(SplitProvenance, record)
+    except (*USER_ERRORS, KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise checkpoint.unreadable(path, part, f"{problem} is missing" if type(exc) is KeyError else problem) from None
+    return spec, train, model, tokenizer
+
+
+def _typed(cls: type, values: dict) -> dict:
+    """``values``, each of the type its field of ``cls`` declares (names ``cls`` lacks are left to it): a settings
+    dataclass checks ranges and choices, not types, and would take "yes" as a bool or "16" as a width."""
+    for name, value in values.items():
+        if name not in field_types(cls):
+            continue
+        kind, optional = unwrap_optional(field_types(cls)[name])
+        kind = str if literal_choices(kind) else typing.get_origin(kind) or kind
+        expected = (int, float) if kind is float else kind
+        if not (value is None and optional) and (not isinstance(value, expected)
+                                                  or (isinstance(value, bool) and kind is not bool)):
+            raise TypeError(f"{name} is {value!r}, not {readable_type(field_types(cls)[name])}")
+    return values
+
+
 def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | Path | None = None,
                         streams: int | None = None, chunk: int | None = None, device: str = "auto",
-                        dump: Path | None = None, progress: bool = False) -> CheckpointEvaluation:
+                        dump: str | Path | None = None, progress: bool = False) -> CheckpointEvaluation:
+    """Every metric of a split from its total NLL (``bench eval``); ``dump``: each token's NLL to this new .npy
+    file, never over a file this did not write (the run's own weights, result and spec included)."""
+    path = path_argument(path, "the checkpoint")
+    check_split(split)
+    data_dir, dump = optional_path(data_dir, "data_dir"), optional_path(dump, "dump")
+    streams, chunk = count_argument(streams, "--streams"), count_argument(chunk, "--chunk")
+    text_argument(device, "device")
+    flag_argument(progress, "progress")
+    if dump is not None:
+        claim_dump_file(path, dump)
     loaded = load_model(path, device)
     data_dir = resolve_data_dir(data_dir or loaded.spec.data_dir)
     split_data = _recorded_split(loaded, split, data_dir)
@@ -87,6 +140,26 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
         comparable=comparable,
         comparability_notes=notes, data=SplitProvenance(**split_data.provenance()), trained_on=trained_on,
         device=describe(loaded.device))
+
+
+def claim_dump_file(path: Path, dump: Path) -> None:
+    """The per-token losses' file: a new file, in the evaluated run's own folder or in nobody's."""
+    claim_output_file(dump, "--dump-token-losses", own_folder=own_run_folder(path))
+
+
+def own_run_folder(path: Path) -> Path | None:
+    """The folder of the evaluated run, where eval may add its files (None: no run's): never a folder whose files
+    record another run than the checkpoint's, whose report would read what eval adds as that run's."""
+    run_folder = path if path.is_dir() else path.parent
+    owner = owner_of(run_folder)
+    if owner is None or owner.identity is None:  # a folder of loose checkpoints, its run not recorded
+        return None if owner is None else run_folder
+    theirs = checkpoint.load(path).get("run_id")
+    if owner.identity != theirs:
+        raise BenchError(f"{run_folder} records run {owner.identity} but its checkpoint {checkpoint.locate(path)} is "
+                         f"of run {theirs}; nothing is written there: evaluate the run in its own folder, or write "
+                         f"elsewhere")
+    return run_folder
 
 
 def _recorded_split(loaded: Loaded, split: str, data_dir: Path):

@@ -43,6 +43,7 @@ from bench.metrics import normalize_counts
 from bench.run_files import RESULT
 
 SCHEMA_VERSION = 3
+READABLE_VERSIONS = (2, SCHEMA_VERSION)  # 2: no kind, a pretrained model written as a trained run
 TRAINED = "trained"
 PRETRAINED = "pretrained"
 
@@ -222,6 +223,11 @@ class RunResult:
 
     @classmethod
     def from_json(cls, data: dict) -> "RunResult":
+        version = data.get("schema_version")
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
+            readable = " or ".join(map(str, READABLE_VERSIONS))
+            raise ValueError(f"schema_version {version!r}, not {readable}: written by another version of the toolkit, "
+                             f"or edited")
         data = {**data, "schema_version": SCHEMA_VERSION}
         result = _build(cls, data if "kind" in data else _version_2_kind(data))
         if (result.kind, result.spec is None, result.pretrained is None) not in ((TRAINED, False, True),

@@ -21,10 +21,12 @@ from typing import TextIO
 
 import torch
 
+from bench.arguments import flag_argument
 from bench.data.facts import load_data_facts
 from bench.data.paths import resolve_data_dir
 from bench.engine import checkpoint
 from bench.engine.device import describe, use_threads
+from bench.engine.curves import check_curves_folder
 from bench.engine.distributed import Ranks
 from bench.engine.evaluation import EvalLayout, evaluate_splits
 from bench.engine.learning import too_few_validations
@@ -53,11 +55,13 @@ def _now() -> str:
 
 
 def plan_run(spec: RunSpec) -> ResolvedRun:
-    """Resolve a validated spec from the command line: measure its data, resolve once."""
+    """Validate a spec (as ``train`` does: the API's plan is a dry run of it), measure its data, resolve once."""
+    spec = validate_spec(spec)
     data_dir = resolve_data_dir(spec.data_dir)
     resolved = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
     out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(resolved)
     claim_run_folder(out, resolved.run_id())
+    check_curves_folder(resolved.train.log_to, out)
     return resolved.with_spec(out_dir=str(out), data_dir=str(data_dir))
 
 
@@ -65,6 +69,7 @@ def train(spec: RunSpec, show_progress: bool = True) -> RunResult:
     """Train (or resume, or return the finished result of) the run a spec describes, in this process or, under
     ``torchrun``, in all of them. A run that fails before its first checkpoint leaves no folder behind."""
     started = time.perf_counter()
+    flag_argument(show_progress, "show_progress")
     spec = validate_spec(spec)  # by every process before they connect: a bad setting fails each alike, at once
     ranks = Ranks.from_env()
     ranks.start()

@@ -231,10 +231,20 @@ def check_seed(seed: Any, what: str) -> None:
 def validate_spec(spec: RunSpec) -> RunSpec:
     """Check names and overrides before any data is touched; returns the spec with the scheme's
     canonical name and typed overrides. Everything that needs the data is checked by ``resolve``."""
+    from bench.arguments import instance_argument, optional_path, text_argument
     from bench.engine.presets import get_preset
-    from tokenizers_study import parse_scheme
+    from tokenizers_study import TokenizerError, parse_scheme
 
+    instance_argument(spec, RunSpec, "a run", "RunSpec(model='lstm', tokenizer='byte', dataset='wikitext-2')")
+    for name in ("model", "preset", "tokenizer", "dataset"):
+        text_argument(getattr(spec, name), f"RunSpec.{name}")
+    instance_argument(spec.overrides, dict, "RunSpec.overrides", "{'lr': 0.001}")
+    for name in ("data_dir", "out_dir"):
+        optional_path(getattr(spec, name), f"RunSpec.{name}")
     get_preset(spec.model, spec.preset)
     check_seed(spec.seed, "seed")
-    return dataclasses.replace(spec, tokenizer=parse_scheme(spec.tokenizer).name,
-                               overrides=parse_overrides(spec.model, spec.overrides))
+    try:
+        scheme = parse_scheme(spec.tokenizer).name
+    except TokenizerError as exc:  # one error type for every caller, as the command line prints it
+        raise BenchError(str(exc)) from None
+    return dataclasses.replace(spec, tokenizer=scheme, overrides=parse_overrides(spec.model, spec.overrides))

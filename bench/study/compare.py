@@ -60,6 +60,12 @@ def compare_runs(a: Path, b: Path) -> Compared:
     from bench.engine.result import RunResult
     from bench.study.analysis import FinishedRun
 
+    from bench.study.folder_records import run_files_problem
+
+    for path in (a, b):
+        if (problem := run_files_problem(path)) is not None:
+            raise BenchError(f"{path}: {problem}; its result cannot be told to be its own: compare the run's own "
+                             f"folder")
     runs = [FinishedRun({}, RunResult.read(path / RESULT), path) for path in (a, b)]
     tests = [run.result.metrics.get("test") for run in runs]
     if any(t is None for t in tests):
@@ -122,6 +128,7 @@ def compare_results(a: Path, b: Path) -> Compared:
     keys = [k for k in tables[0].axes if k != "seed" and k in tables[1].axes] + [FIRST_AFTER_AXES]
     notes = [f"A: {a}; B: {b}. Seed means of test bits per byte; A - B with one Welch t over seeds (its interval "
              "and p-value), p-values Holm-adjusted over the cells; a cell with one seed on a side has none."]
+    notes += [f"{side}: {line}" for side, table in zip("AB", tables) for line in table.left_out]
     # every number from the runs' own result.json (table.runs), as the report reads them
     cells = [_cells(side, path, table, keys, notes) for side, path, table in zip("AB", (a, b), tables)]
     rows, comparisons, bits_per_byte = [], [], METRICS["bits_per_byte"].label

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from bench.study.launch import ClusterSettings
 from bench.study.plan import PlannedRun, plan
 from bench.study.pretrained import PretrainedRun, check_corpora, plan_pretrained, score_pretrained
 from bench.study.run_status import Attempt, RunStatus, wait_for_others
-from bench.study.runs_table import write_runs_table
+from bench.study.runs_table import matrix_notes, write_runs_table
 from bench.study.worker import WorkerSettings, init_worker, run_chain, worker_chain
 
 
@@ -41,6 +42,7 @@ class MatrixOutcome:
     pretrained: list[PretrainedRun] = field(default_factory=list)
     csv_path: Path | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # run folders kept but not counted as today's runs
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,13 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, d
                records: str | Path | None = None) -> MatrixOutcome:
     """Plan a matrix and, unless ``dry_run``, run what is not done as ``execution`` says; a run whose record is in
     ``records`` (bench.study.records) and that was not started here is done."""
+    from bench.arguments import flag_argument, instance_argument, optional_path, path_argument
     from bench.data.paths import resolve_data_dir
 
-    execution.check()
+    config_path, dry_run = path_argument(config_path, "the matrix config"), flag_argument(dry_run, "dry_run")
+    results_dir, data_dir = optional_path(results_dir, "results_dir"), optional_path(data_dir, "data_dir")
+    records = optional_path(records, "records")
+    instance_argument(execution, Execution, "execution", "Execution(jobs=2)").check()
     config = load_config(config_path)
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
     claim_matrix_folder(results, config.path)
@@ -124,32 +130,84 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     finished = (_cluster_chains(todo, outcome, cluster) if cluster
                 else finished_chains(todo, jobs, execution.show_progress, cpu_threads))
     clock = MatrixClock([run.train_flops or 0.0 for chain in todo for run in chain], jobs if not cluster else len(todo))
+    reported = 0
     try:
-        for k, (pending, records) in enumerate(finished, 1):
-            for run, record in zip(pending, records):
-                run.status = record.status
-                error = f": {record.error}" if record.error else outcome_of(run.run_dir)
-                print(f"[{k}/{len(todo)}] {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
-            trained = [run.status is RunStatus.DONE for run in pending]
-            print(f"    {clock.finished([run.train_flops or 0.0 for run in pending], trained)}", file=sys.stderr)
+        for pending, records in finished:
+            reported += 1
+            _report(pending, records, f"[{reported}/{len(todo)}]", clock)
             write_runs_table(outcome.chains, config, results, outcome.pretrained)
     except KeyboardInterrupt:
+        for pending, records in _rest_after_interrupt(finished):
+            reported += 1
+            _report(pending, records, f"[{reported}/{len(todo)}]", clock)
         write_runs_table(outcome.chains, config, results, outcome.pretrained)
-        stopped = [run for chain in outcome.chains for run in chain if run.status is RunStatus.INTERRUPTED]
-        saved = sum((run.run_dir / CHECKPOINT).is_file() for run in stopped)
-        # a run stopped before its first step has no checkpoint: it starts anew, and the line must not say otherwise
-        said = ("no run had begun" if not stopped else "the runs in progress saved a checkpoint"
-                if saved == len(stopped) else f"{saved} of the {len(stopped)} runs in progress saved a checkpoint "
-                                              f"(the others start anew)")
-        print(f"{said} and nothing new was started; run the same command again to resume", file=sys.stderr)
+        print(f"stopped: {_stopped_counts(outcome.chains, todo)}; run the same command again to resume",
+              file=sys.stderr)
         raise
     if cluster is None:  # cluster jobs are collected by the next run-matrix instead
         wait_for_others([run for chain in outcome.chains for run in chain])
     _score_pretrained(outcome, retry_failed, here=cluster is None)
     outcome.csv_path = write_runs_table(outcome.chains, config, results, outcome.pretrained)
+    outcome.notes = matrix_notes(results)
     for run in [run for chain in outcome.chains for run in chain] + outcome.pretrained:
         outcome.counts[run.status.value] = outcome.counts.get(run.status.value, 0) + 1
     return outcome
+
+
+def _report(pending: list[PlannedRun], records: list[Attempt], label: str, clock: MatrixClock) -> None:
+    """A chain's outcome: each run's status (from its record) on a line of its own, then the matrix's progress."""
+    for run, record in zip(pending, records):
+        run.status = record.status
+        error = f": {record.error}" if record.error else outcome_of(run.run_dir)
+        print(f"{label} {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
+    trained = [run.status is RunStatus.DONE for run in pending]
+    print(f"    {clock.finished([run.train_flops or 0.0 for run in pending], trained)}", file=sys.stderr)
+
+
+def _rest_after_interrupt(finished: Iterator) -> Iterator:
+    """The chains a runner still yields once Ctrl-C was taken outside it (here, between two chains): told of it, it
+    starts nothing more and yields the runs in progress as they stop, so that the closing line counts them; a
+    runner that took it itself has ended and yields nothing."""
+    try:
+        chain = finished.throw(KeyboardInterrupt)
+    except (KeyboardInterrupt, StopIteration):
+        return
+    yield chain
+    try:
+        yield from finished
+    except KeyboardInterrupt:  # the runner's end of an interruption, or a second Ctrl-C: stop waiting
+        return
+
+
+def _stopped_counts(chains: list[list[PlannedRun]], todo: list[list[PlannedRun]]) -> str:
+    """Where the runs of a matrix stopped by Ctrl-C stand, whichever invocation left them so, e.g. "2 runs finished,
+    2 interrupted (both saved a checkpoint), 2 not started"."""
+    runs, here = [run for chain in chains for run in chain], {id(run) for chain in todo for run in chain}
+    done = [run for run in runs if run.status is RunStatus.DONE]
+    before = sum(id(run) not in here for run in done)
+    parts = [f"{len(done)} run{'s' * (len(done) != 1)} finished" + (f" ({before} before this command)" if before
+                                                                    else "")]
+    halfway = (RunStatus.INTERRUPTED, RunStatus.PARTIAL)  # stopped part way, by this command or an earlier one
+    stopped = [run for run in runs if run.status in halfway]
+    if stopped:
+        saved = sum((run.run_dir / CHECKPOINT).is_file() for run in stopped)
+        parts.append(f"{len(stopped)} interrupted ({_saved(saved, len(stopped))})")
+    labels = {RunStatus.NEW: "not started", RunStatus.RUNNING: "running in another process"}
+    others = Counter(labels.get(run.status, str(run.status)) for run in runs
+                     if run.status is not RunStatus.DONE and run.status not in halfway)
+    return ", ".join(parts + [f"{n} {label}" for label, n in others.items()])
+
+
+def _saved(saved: int, stopped: int) -> str:
+    """How many interrupted runs resume: one stopped before its first checkpoint starts anew, and the line must not
+    say otherwise."""
+    if saved == stopped:
+        return {1: "it saved a checkpoint", 2: "both saved a checkpoint"}.get(saved, f"all {saved} saved a checkpoint")
+    if saved == 0:
+        return "before its first checkpoint: it starts anew" if stopped == 1 else \
+            "before their first checkpoint: they start anew"
+    return f"{saved} saved a checkpoint, " + ("the other starts anew" if stopped - saved == 1 else
+                                              "the others start anew")
 
 
 def _score_pretrained(outcome: MatrixOutcome, retry_failed: bool, here: bool) -> None:

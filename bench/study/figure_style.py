@@ -82,8 +82,9 @@ def style_for(df: pd.DataFrame, style: FigureStyle | None) -> FigureStyle:
     return style or FigureStyle.of(df["tokenizer"].unique())
 
 
-class NoData(Exception):
-    """A figure with nothing to draw: the report leaves it out and says why in one line."""
+class NoData(BenchError):
+    """A figure with nothing to draw: the report leaves it out and says why in one line; a caller of the figure
+    function gets it as the one-line error it is."""
 
 
 def text_groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], pd.DataFrame]]:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from bench.errors import BenchError
 from bench.metrics import METRICS
 from bench.study.figure_style import (FigureStyle, NoData, errors_of, group_title, legend, log_axis, model_family,
                                      plt, save, seed_means, style_for, text_groups, tokenizer_order)
@@ -44,7 +45,7 @@ def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, 
     """Per-token perplexity against the metric: the tokenization attack, one row of two panels per text and
     matching rule (never pooled); ``compressor_lines`` (dataset -> (label, value in the metric)) are drawn as
     dotted vertical lines on that dataset's panels."""
-    style = style_for(df, style)
+    style = style_for(_drawable(df, style), style)
     groups = text_groups(df)
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 4.2 * len(groups)), squeeze=False)
     for (left, right), (key, group) in zip(axes, groups):
@@ -54,6 +55,26 @@ def attack_figure(df: pd.DataFrame, compressor_lines: dict[str, list[tuple[str, 
                  "(hollow: lossy tokenization, not comparable)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _drawable(df: pd.DataFrame, style: FigureStyle | None) -> pd.DataFrame:
+    """Runs as load_runs gives them, at least one of them with every number the attack figure draws."""
+    from bench.arguments import instance_argument
+
+    instance_argument(df, pd.DataFrame, "the runs", "api.load_runs('results/quick')")
+    if style is not None:
+        instance_argument(style, FigureStyle, "style", "FigureStyle.of(runs['tokenizer'], 'byte')")
+    metric = (style or FigureStyle.of(df.get("tokenizer", pd.Series(dtype=str)).unique())).metric
+    numbers = [metric.test(), *PERPLEXITIES]
+    missing = [column for column in ("model", "tokenizer", "dataset", "match", "flags", *numbers,
+                                      metric.count(), "test_n_words") if column not in df]
+    if missing:
+        raise BenchError(f"the runs have no column {', '.join(missing)}: give the rows of api.load_runs(RESULTS)")
+    finite = np.isfinite(df[numbers].apply(pd.to_numeric, errors="coerce")).all(axis=1)
+    if not finite.any():
+        raise NoData(f"no run has a finite {', '.join(numbers)}: nothing to draw; give finished runs "
+                     f"(api.load_runs(RESULTS))")
+    return df
 
 
 def _attack_panels(left, right, df: pd.DataFrame, style: FigureStyle, lines: list[tuple[str, float]], dataset: str,

@@ -6,6 +6,7 @@ import pandas as pd
 
 from bench.data.corpora import SPLITS
 from bench.study.pretrained import PRETRAINED
+from bench.study.runs_table import OTHER_DATA
 
 FLAG_NOTES = {
     "†": "unverified data: a split of this run does not match the official file",
@@ -13,6 +14,8 @@ FLAG_NOTES = {
     "§": "user or derived corpus: no official reference; compare only within this study",
     "◊": "pretrained elsewhere (bench eval-hf), on data and with compute this study does not control; the test "
          "text may have been in its training data: a reference point, not a comparison at equal training",
+    "≠": "trained on other data than the data folder holds now (a data file changed after the run finished): its "
+         "numbers are for the text it was trained and scored on; `bench run-matrix` trains it on today's",
     "✗": "worse than a classical compressor on the same bytes: it does not beat the best compressor primed with "
          "the train split (the compressor rows), so it has learned less of the text than that compressor",
 }
@@ -30,6 +33,8 @@ def run_flags(row) -> str:
         flags += "§"
     if row["match"] == PRETRAINED:
         flags += "◊"
+    if isinstance(row.get(OTHER_DATA), str) and row.get(OTHER_DATA):
+        flags += "≠"
     return flags
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from bench.arguments import optional_path, path_argument
 from bench.engine.result import TRAINED
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
@@ -48,11 +50,15 @@ class Study:
     runs: dict[str, analysis.FinishedRun]  # by run folder name
     config_path: Path
     valid_only: list[str] = field(default_factory=list)  # finished runs not scored on test: left out, named
+    left_out: list[str] = field(default_factory=list)  # folders whose records disagree, or outside the matrix
 
 
 def load_study(results_dir: Path) -> Study:
     """Every run of the matrix from its folder: the finished ones with flags and their results."""
+    results_dir = path_argument(results_dir, "the results folder")
     runs_table = read_runs_table(results_dir)
+    for line in runs_table.left_out:
+        print(f"note: {line}", file=sys.stderr)
     table = runs_table.rows
     done = runs_table.done()
     if done.empty:
@@ -80,12 +86,14 @@ def load_study(results_dir: Path) -> Study:
     runs = {run_dir: runs_table.runs[run_dir] for run_dir in done["run_dir"]}
     for run in runs.values():  # a damaged learning curve is refused here, before anything is computed or written
         _ = run.log
-    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only)
+    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only,
+                 runs_table.left_out)
 
 
 def build_report(results_dir: str | Path, out_dir: str | Path | None = None, metric: str = "byte") -> Path:
+    results_dir, out_dir = path_argument(results_dir, "the results folder"), optional_path(out_dir, "out_dir")
     metric_named(metric)  # a bad --metric is refused before anything is read or written
-    study = load_study(Path(results_dir))
+    study = load_study(results_dir)
     out = require_folder(out_dir or Path("reports") / study.name, "report folder")
     claim_report_folder(out, Path(results_dir))
     created = not out.exists()
@@ -337,6 +345,8 @@ def _summary(doc: ReportPage, study: Study) -> None:
              f"Models: {', '.join(sorted(done['model'].unique()))}; tokenizations: "
              f"{', '.join(sorted(done['tokenizer'].unique(), key=tokenizer_order))}; data: "
              f"{', '.join(sorted(done['dataset'].unique()))}; matching: {', '.join(sorted(done['match'].unique()))}.")
+    for line in study.left_out:
+        doc.para(f"Left out: {line}.")
     if study.valid_only:
         doc.para(f"{len(study.valid_only)} finished run(s) were scored on the valid split only (final_eval_splits) and "
                  f"are left out of every table and figure: {', '.join(study.valid_only)}.")

@@ -17,16 +17,19 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from bench.engine.result import finished_result
 from bench.errors import BenchError
 from bench.fileio import json_text, update_text
-from bench.run_files import CELL
+from bench.run_files import CELL, SPEC
 from bench.study.config import MatrixConfig
+from bench.study.folder_records import (Inconsistent, matrix_identity, record_problem, summary_lines,
+                                        unrecorded_finished)
 from bench.study.grid import CORE_AXES
 from bench.study.plan import PlannedRun
 from bench.study.pretrained import PretrainedRun
@@ -35,6 +38,7 @@ from bench.study.run_status import RunStatus, folder_status
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"
 REWRITE = "run `bench run-matrix CONFIG` again to rewrite the run folders' cell.json"
+OTHER_DATA = "other_data"  # a finished run's cell record: why its data are not those its cell has now
 
 
 @dataclass
@@ -42,6 +46,7 @@ class RunsTable:
     rows: pd.DataFrame  # every run with a folder, in the plan's order
     axes: list[str]  # the axis columns
     runs: dict  # each finished run (``FinishedRun``) by folder name, its numbers its result.json's
+    left_out: list[str] = field(default_factory=list)  # one line each: folders whose records disagree, or no cell
 
     def done(self) -> pd.DataFrame:
         return self.rows[self.rows["status"] == RunStatus.DONE.value].copy()
@@ -56,10 +61,22 @@ def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, resul
         if run.run_dir is not None and run.run_dir.is_dir():
             update_text(run.run_dir / CELL, json_text(_cell_record(run, config, position)) + "\n")
     current = {run.run_dir.name for run in planned if run.run_dir is not None}
-    for record in results_dir.glob(f"*/{CELL}"):
-        if record.parent.name not in current:
-            record.unlink()
-    rows = {row["run_dir"]: row for row in _folder_rows(results_dir)}
+    waiting = {_place(_ordered_cell(run.cell), run.phase or ""): run for run in planned
+               if run.run_dir is None or not run.run_dir.is_dir()}  # cells whose run on today's data has no folder
+    for path in results_dir.glob(f"*/{CELL}"):
+        if path.parent.name in current:
+            continue
+        record = _readable(path)
+        if record is not None and record.get("matrix") != config.name:
+            continue  # another matrix's run, moved in: not this matrix's record to forget (the report names it)
+        successor = waiting.get(_place(record["cell"], record["phase"])) if record else None
+        if successor is not None and _data_changed(path.parent, successor) \
+                and finished_result(path.parent, record["run_id"]) is not None:
+            why = successor.problem or "its data files changed since it was trained"
+            update_text(path, json_text({**record, OTHER_DATA: why.splitlines()[0]}) + "\n")
+            continue  # trained on other data than there is now: it keeps its record until a run replaces it
+        path.unlink()  # a changed setting is a new run: the old folder is no longer this matrix's
+    rows = {row["run_dir"]: row for row in _folder_rows(results_dir)[0]}
     path = results_dir / RUNS_CSV
     update_text(path, _csv_text([rows.get(run.run_dir.name if run.run_dir else None) or _plan_row(run, config)
                                  for run in planned]))
@@ -73,10 +90,12 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     if not results_dir.is_dir():
         raise BenchError(f"{results_dir} does not exist; run `bench run-matrix CONFIG` first (or give its results "
                          f"folder)")
-    found = _folder_rows(results_dir)
+    found, inconsistent = _folder_rows(results_dir)
+    left_out = summary_lines(inconsistent, unrecorded_finished(results_dir))
     if not found:
-        raise BenchError(f"{results_dir} holds no run of a matrix (no run folder with {CELL}); run `bench run-matrix "
-                         f"CONFIG` (again, for results of an earlier version), or give its results folder")
+        raise BenchError(f"{results_dir} holds no run of a matrix (no run folder with a {CELL} that agrees with its "
+                         f"run{': ' + ' / '.join(left_out) if left_out else ''}); run `bench run-matrix CONFIG` "
+                         f"(again, for results of an earlier version), or give its results folder")
     places: dict[tuple, str] = {}
     for row in found:
         place = (json.dumps(row["cell"], sort_keys=True), row["phase"])
@@ -89,7 +108,19 @@ def read_runs_table(results_dir: Path) -> RunsTable:
     axes = list(rows.columns[: list(rows.columns).index(FIRST_AFTER_AXES)])
     runs = {row["run_dir"]: FinishedRun(typed, row["result"], results_dir / row["run_dir"])
             for row, typed in zip(found, rows.to_dict("records")) if row["result"] is not None}
-    return RunsTable(rows, axes, runs)
+    return RunsTable(rows, axes, runs, left_out)
+
+
+def matrix_notes(results_dir: Path) -> list[str]:
+    """What run-matrix says, one line each, about run folders the matrix keeps but does not count as today's."""
+    found, inconsistent = _folder_rows(results_dir)
+    kept = [row for row in found if OTHER_DATA in row]
+    lines = summary_lines(inconsistent, unrecorded_finished(results_dir))
+    if kept:
+        lines.insert(0, f"{len(kept)} finished run(s) were trained on other data than there is now "
+                        f"({kept[0][OTHER_DATA]}): they keep their records, and the report marks them ≠ (trained on "
+                        f"other data)")
+    return lines
 
 
 def _cell_record(run: PlannedRun | PretrainedRun, config: MatrixConfig, position: int) -> dict:
@@ -108,24 +139,61 @@ def _plan_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str
             "config_sha256": config.sha256}
 
 
-def _folder_rows(results_dir: Path) -> list[dict[str, Any]]:
-    """One row per run folder with a cell record, in the plan's order; a finished run's row has its flattened
-    result, and its ``result`` (None for others) and ``cell`` besides."""
-    rows = []
+def _folder_rows(results_dir: Path) -> tuple[list[dict[str, Any]], list[Inconsistent]]:
+    """One row per run folder with a cell record that agrees with the run's own records, in the plan's order (a
+    finished run's row has its flattened result, and its ``result`` (None for others) and ``cell`` besides); and
+    the folders whose records disagree."""
+    records = {}
     for path in results_dir.glob(f"*/{CELL}"):
         try:
             record = json.loads(path.read_text())
-            cell, phase, run_id, position = record["cell"], record["phase"], record["run_id"], int(record["position"])
-            matrix, config_sha256 = record["matrix"], record["config_sha256"]
+            record["position"] = int(record["position"])
+            if missing := [k for k in ("cell", "phase", "run_id", "matrix", "config_sha256") if k not in record]:
+                raise KeyError(missing[0])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BenchError(f"{path} is not a readable cell record ({type(exc).__name__}: {exc}); {REWRITE}") from None
-        run_dir = path.parent
-        status, error, result = folder_status(run_dir, run_id)
-        row = {**cell, FIRST_AFTER_AXES: phase, "run_id": run_id, "run_dir": run_dir.name, "status": status.value,
-               "error": error, "matrix": matrix, "config_sha256": config_sha256}
+        records[path.parent] = record
+    identity = matrix_identity(results_dir, list(records.values()))
+    rows, inconsistent = [], []
+    for run_dir, record in records.items():
+        if (problem := record_problem(run_dir, record, identity)) is not None:
+            inconsistent.append(Inconsistent(run_dir.name, problem))
+            continue
+        status, error, result = folder_status(run_dir, record["run_id"])
+        row = {**record["cell"], FIRST_AFTER_AXES: record["phase"], "run_id": record["run_id"],
+               "run_dir": run_dir.name, "status": status.value, "error": error, "matrix": record["matrix"],
+               "config_sha256": record["config_sha256"], **({OTHER_DATA: record[OTHER_DATA]} if OTHER_DATA in record
+                                                            else {})}
         row.update(result.flat() if result else {})
-        rows.append((position, run_dir.name, {**row, "cell": cell, "result": result}))
-    return [row for _, _, row in sorted(rows, key=lambda entry: entry[:2])]
+        rows.append((record["position"], run_dir.name, {**row, "cell": record["cell"], "result": result}))
+    return ([row for _, _, row in sorted(rows, key=lambda entry: entry[:2])],
+            sorted(inconsistent, key=lambda entry: entry.run_dir))
+
+
+def _data_changed(run_dir: Path, successor: PlannedRun | PretrainedRun) -> bool:
+    """Whether the run planned for a finished run's cell differs from it by its data (files changed, or not there
+    as recorded), not by a setting."""
+    if not isinstance(successor, PlannedRun):
+        return False  # a pretrained model is scored again on any data: its folder is named by what it scores
+    if successor.resolved is None:
+        return True
+    try:
+        recorded = json.loads((run_dir / SPEC).read_text())["data"]["split_sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return recorded != successor.resolved.data.split_sha256
+
+
+def _readable(path: Path) -> dict | None:
+    try:
+        record = json.loads(path.read_text())
+        return record if isinstance(record, dict) and {"cell", "phase", "run_id"} <= set(record) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _place(cell: dict, phase: str) -> str:
+    return json.dumps([cell, phase], sort_keys=True, default=str)
 
 
 def _csv_text(rows: list[dict[str, Any]]) -> str:
