@@ -1,11 +1,18 @@
 """A trained run as lm-evaluation-harness's model ``bench`` (bench.engine.lm_eval_model): on the same text (a
 local-file task, no hub), lm-eval's word_perplexity, byte_perplexity and bits_per_byte equal ``bench eval``'s with
-one stream within 1e-6, for a recurrent byte model and a windowed BPE one; loglikelihood agrees with itself."""
+one stream within 1e-6, for a recurrent byte model and a windowed BPE one; loglikelihood agrees with itself. The
+README's command scores a run on a CPU-only machine; a device is used where asked for and refused where missing;
+user errors end in one line; model_args keys it does not take are refused; a lossy tokenization is told."""
 
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
+import torch
 
 lm_eval = pytest.importorskip("lm_eval")  # the dev extra (make test) installs it
 
@@ -14,11 +21,22 @@ from bench.engine.inference import evaluate_checkpoint  # noqa: E402
 from bench.engine.lm_eval_model import BenchLM  # noqa: E402
 from bench.engine.run import train  # noqa: E402
 from bench.engine.spec import RunSpec  # noqa: E402
+from bench.errors import BenchError  # noqa: E402
+from tests.conftest import REPO  # noqa: E402
 
 RUNS = {"sha-rnn-byte": ("sha-rnn", "byte", {"emsize": 16, "nhid": 64}),
-        "transformer-bpe": ("transformer", "bpe:300", {"d_model": 16, "nheads": 2})}
+        "transformer-bpe": ("transformer", "bpe:300", {"d_model": 16, "nheads": 2}),
+        "sha-rnn-word": ("sha-rnn", "word:50", {"emsize": 16, "nhid": 64})}
 SHARED = {"bptt": 16, "batch_size": 4, "max_steps": 8, "eval_every": 0, "eval_streams": 2, "eval_max_tokens": 300,
           "stop_if_not_learning": False, "final_eval_splits": "valid"}
+# The README's command ("## Our runs inside lm-evaluation-harness"), a local task folder included.
+README_SECTION = (REPO / "README.md").read_text().split("## Our runs inside lm-evaluation-harness", 1)[1]
+README_COMMAND = next(line for line in README_SECTION.splitlines() if line.startswith("python -m bench.engine")).replace(
+    "RUN_FOLDER", "{run}").replace("TASK_FOLDER", "{tasks}").replace("TASK", "{task}")  # the README's line, as written
+ROLLING = "output_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: text\nmetric_list:\n" \
+          "  - metric: word_perplexity\n  - metric: byte_perplexity\n  - metric: bits_per_byte\n"
+GENERATE = "output_type: generate_until\ndoc_to_text: '{{text[:20]}}'\ndoc_to_target: '{{text[20:30]}}'\n" \
+           "generation_kwargs:\n  until: ['\\n']\nmetric_list:\n  - metric: exact_match\n"
 
 
 @pytest.fixture(scope="module")
@@ -32,48 +50,77 @@ def corpus(tmp_path_factory, make_text):
     return root / "data", paths["test"].read_text()
 
 
-@pytest.fixture(scope="module", params=sorted(RUNS))
-def run(request, corpus, tmp_path_factory):
-    model, scheme, sizes = RUNS[request.param]
-    out = tmp_path_factory.mktemp(request.param) / "run"
+def trained(name, corpus, tmp_path_factory):
+    model, scheme, sizes = RUNS[name]
+    out = tmp_path_factory.mktemp(name) / "run"
     train(RunSpec(model=model, preset="tiny", tokenizer=scheme, dataset="plain", seed=0,
                   overrides={**SHARED, **sizes}, data_dir=str(corpus[0]), out_dir=str(out)), show_progress=False)
     return out
 
 
-def lm_eval_scores(run, text, tmp_path) -> dict:
+@pytest.fixture(scope="module", params=["sha-rnn-byte", "transformer-bpe"])
+def run(request, corpus, tmp_path_factory):
+    return trained(request.param, corpus, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def byte_run(corpus, tmp_path_factory):
+    return trained("sha-rnn-byte", corpus, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def tasks(corpus, tmp_path_factory):
+    """A folder for --include_path: bench_plain_test scores the test text, bench_plain_generate asks for text."""
+    folder = tmp_path_factory.mktemp("tasks")
+    (folder / "doc.jsonl").write_text(json.dumps({"text": corpus[1]}) + "\n")
+    for name, body in (("bench_plain_test", ROLLING), ("bench_plain_generate", GENERATE)):
+        (folder / f"{name}.yaml").write_text(
+            f"task: {name}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {folder / 'doc.jsonl'}\n"
+            f"test_split: test\n{body}")
+    return folder
+
+
+@pytest.fixture()
+def no_accelerator(monkeypatch):
+    """This process sees no CUDA GPU and no MPS, as on a CPU-only machine."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+
+
+def lm_eval_scores(run, tasks) -> dict:
     from lm_eval.tasks import TaskManager
 
-    (tmp_path / "doc.jsonl").write_text(json.dumps({"text": text}) + "\n")
-    (tmp_path / "task.yaml").write_text(
-        "task: bench_plain_test\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
-        f"    test: {tmp_path / 'doc.jsonl'}\ntest_split: test\noutput_type: loglikelihood_rolling\n"
-        "doc_to_text: ''\ndoc_to_target: text\nmetric_list:\n  - metric: word_perplexity\n"
-        "  - metric: byte_perplexity\n  - metric: bits_per_byte\n")
     results = lm_eval.simple_evaluate(model="bench", model_args=f"run={run},device=cpu", tasks=["bench_plain_test"],
-                                      task_manager=TaskManager(include_path=str(tmp_path)))  # registered by name
+                                      task_manager=TaskManager(include_path=str(tasks)))  # registered by name
     return {k.split(",")[0]: v for k, v in results["results"]["bench_plain_test"].items()}
 
 
+def lm_eval_command(repo, command: str, **fields) -> subprocess.CompletedProcess:
+    """A command line run on the CPU (no GPU visible), offline; ``python`` is this interpreter."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    args = command.format(**fields).split()
+    return subprocess.run([sys.executable, *args[1:]], capture_output=True, text=True, env=env, cwd=repo,
+                          timeout=600)
+
+
 @pytest.mark.slow
-def test_lm_eval_scores_a_run_as_bench_eval_does(run, corpus, tmp_path):
-    data_dir, text = corpus
-    ours = evaluate_checkpoint(run / "best.pt", "test", data_dir, streams=1, device="cpu").metrics
-    theirs = lm_eval_scores(run, text, tmp_path)
+def test_lm_eval_scores_a_run_as_bench_eval_does(run, corpus, tasks):
+    ours = evaluate_checkpoint(run / "best.pt", "test", corpus[0], streams=1, device="cpu").metrics
+    theirs = lm_eval_scores(run, tasks)
     assert theirs["word_perplexity"] == pytest.approx(ours.word_perplexity, rel=1e-6)
     assert theirs["bits_per_byte"] == pytest.approx(ours.bits_per_byte, rel=1e-6)
     assert theirs["byte_perplexity"] == pytest.approx(2 ** ours.bits_per_byte, rel=1e-6)
 
 
+def request(*args):
+    return type("Request", (), {"args": args})()
+
+
 @pytest.mark.slow
-def test_loglikelihood_of_a_continuation_adds_up(run, corpus):
+def test_loglikelihood_of_a_continuation_adds_up(run, corpus, capsys):
     model = BenchLM(run=str(run), device="cpu")
     text = corpus[1][:300]
     context, continuation = text[:120], text[120:]
-
-    def request(*args):
-        return type("Request", (), {"args": args})()
-
     (whole, _), (before, _), (after, _) = model.loglikelihood(
         [request("", text), request("", context), request(context, continuation)])
     (rolling,) = model.loglikelihood_rolling([request(text)])
@@ -81,3 +128,103 @@ def test_loglikelihood_of_a_continuation_adds_up(run, corpus):
     if "byte" in run.parent.name:  # bytes: the continuation's tokens are exactly those after the context's
         assert before + after == pytest.approx(whole, rel=1e-9)
     assert math.isfinite(after) and after < 0
+    assert "warning" not in capsys.readouterr().err  # lossless schemes give each text back, pieces included
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", ["", ",device=cpu"], ids=["lm-eval's default device", "device in model_args"])
+def test_the_readme_command_scores_a_run_on_a_cpu(repo, byte_run, tasks, extra):
+    """lm-eval's command line asks cuda:0 of every machine; with no GPU the CPU scores, with a note; device=cpu in
+    model_args is not a second value for lm-eval's own device."""
+    done = lm_eval_command(repo, README_COMMAND, run=f"{byte_run}{extra}", task="bench_plain_test", tasks=tasks)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "bits_per_byte" in done.stdout
+    assert ("note: no GPU on this machine: the bench model scores on the CPU" in done.stderr) == (extra == "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["", "device: cpu\n"], ids=["no device", "device cpu"])
+def test_a_config_file_scores_a_run_on_a_cpu(repo, byte_run, tasks, tmp_path, device):
+    """lm-eval's --config: a device it does not give is nobody's choice, as on the command line."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"model: bench\nmodel_args:\n  run: {byte_run}\ntasks: [bench_plain_test]\n"
+                      f"include_path: {tasks}\n{device}")
+    done = lm_eval_command(repo, "python -m bench.engine.lm_eval_model --config {config}", config=config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ("note: no GPU on this machine" in done.stderr) == (device == "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run_and_more, task, fragment", [
+    ("{missing}", "bench_plain_test", "no trained model at"),
+    ("{truncated}", "bench_plain_test", "truncated/best.pt is not a readable checkpoint"),
+    ("{run}", "bench_plain_generate", "it only scores text: choose loglikelihood or loglikelihood_rolling"),
+    ("{run},devcie=cpu", "bench_plain_test", "model_args devcie: the bench model takes only run="),
+], ids=["missing run", "truncated best.pt", "generate task", "unknown key"])
+def test_a_user_error_ends_in_one_line(repo, byte_run, tasks, tmp_path, run_and_more, task, fragment):
+    """At load, while lm-eval evaluates, and where lm-eval once took any key."""
+    copy = shutil.copytree(byte_run, tmp_path / "truncated")
+    (copy / "best.pt").write_bytes((byte_run / "best.pt").read_bytes()[:1000])
+    run = run_and_more.format(missing=tmp_path / "no-such-run", truncated=copy, run=byte_run)
+    done = lm_eval_command(repo, README_COMMAND, run=run, task=task, tasks=tasks)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(errors) == 1 and done.stderr.rstrip().endswith(errors[0]) and fragment in errors[0]
+
+
+@pytest.mark.slow
+def test_a_results_folder_is_refused_with_one_of_its_runs(byte_run):
+    with pytest.raises(BenchError, match="^[^\n]*$") as refused:
+        BenchLM(run=str(byte_run.parent), device="cpu")
+    assert f"is a results folder, not a run: give one of its runs, e.g. run={byte_run}" in str(refused.value)
+
+
+@pytest.mark.slow
+def test_what_lm_eval_passes_every_model_is_taken(byte_run, no_accelerator, capsys):
+    """Its batch sizes (requests are scored one at a time) and its device: none asked for is the CPU here."""
+    for config in ({"batch_size": "auto", "max_batch_size": 64, "device": None}, {"batch_size": 8, "device": "auto"}):
+        model = BenchLM.create_from_arg_string(f"run={byte_run}", config)
+        assert model.loaded.device.type == "cpu"
+    assert capsys.readouterr().err.count("note: no GPU on this machine") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_args, config, fragment", [
+    ({"device": "cuda"}, {"device": "auto"}, "device cuda was asked for but this machine has no cuda"),
+    ({}, {"device": "cuda:0"}, "device cuda:0 was asked for"),  # simple_evaluate(device=...) is asked for
+    ({"device": "cpu"}, {"device": "cuda"}, "two devices asked for: device=cpu in model_args and cuda"),
+    ({"device": "cpu", "batch_size": 8}, {}, "model_args batch_size: the bench model takes only run="),
+    ({"run": None}, {}, "model_args gives no run: give --model_args run=RUN_FOLDER"),
+], ids=["absent device in model_args", "absent device to lm-eval", "two devices", "unknown key", "no run"])
+def test_model_args_are_checked(byte_run, no_accelerator, model_args, config, fragment):
+    with pytest.raises(BenchError, match="^[^\n]*$") as refused:
+        BenchLM.create_from_arg_obj({"run": str(byte_run), **model_args}, config)
+    assert fragment in str(refused.value)
+
+
+@pytest.mark.slow
+def test_a_gpu_this_machine_lacks_is_refused(byte_run, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # one GPU: cuda:0, never reached here
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(BenchError, match="device cuda:1 was asked for but this machine has no cuda:1"):
+        BenchLM.create_from_arg_obj({"run": str(byte_run), "device": "cuda:1"}, {"device": "auto"})
+
+
+@pytest.mark.slow
+def test_a_closed_vocabulary_is_told_at_load(corpus, tmp_path_factory, capsys):
+    BenchLM(run=str(trained("sha-rnn-word", corpus, tmp_path_factory)), device="cpu")
+    told = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert len(told) == 1 and "word:50 is a closed vocabulary" in told[0] and "not comparable" in told[0]
+
+
+@pytest.mark.slow
+def test_a_text_the_tokenizer_does_not_give_back_is_told_once(byte_run, corpus, monkeypatch, capsys):
+    """As a pretrained scheme that normalises (lossless by its class) does on some texts: told once, at the first."""
+    model = BenchLM(run=str(byte_run), device="cpu")
+    model.loglikelihood_rolling([request(corpus[1][:50])])
+    assert "warning" not in capsys.readouterr().err
+    decode = model.loaded.tokenizer.decode
+    monkeypatch.setattr(model.loaded.tokenizer, "decode", lambda ids: decode(ids).lower())
+    model.loglikelihood_rolling([request("Upper Case"), request("More Upper Case")])
+    told = capsys.readouterr().err.splitlines()
+    assert len(told) == 1 and told[0].startswith("warning: byte does not give back a text lm-eval scored")
