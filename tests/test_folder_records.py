@@ -29,17 +29,14 @@ def finished(tmp_path_factory, make_toy_corpus):
 
 @pytest.fixture
 def matrix(finished, tmp_path):
-    """A copy of the finished matrix (its config and data beside it): (config, results, data, the two run folders)."""
+    """A copy of the finished matrix (its config and data beside it): (config, results, data, its two run folders)."""
     for name in ("m.toml", "results", "data"):
         (shutil.copytree if (finished / name).is_dir() else shutil.copy)(finished / name, tmp_path / name)
     results = tmp_path / "results"
     record = json.loads((results / "owner.json").read_text())  # the copy is its own matrix's results folder
     (results / "owner.json").write_text(json.dumps({**record, "config": "../m.toml",
                                                     "config_absolute": str(tmp_path / "m.toml")}))
-    runs = sorted(p.parent for p in results.glob(f"*/{CELL}"))
-    for run in runs:  # the runs' own records name the copy's data folder
-        spec = json.loads((run / "spec.json").read_text())
-        assert spec["spec"]["data_dir"]
+    runs = sorted(p.parent for p in results.glob(f"*/{CELL}"))  # their records name the fixture's data folder
     return tmp_path / "m.toml", results, tmp_path / "data", runs
 
 
@@ -117,8 +114,12 @@ def test_an_unknown_schema_version_is_refused_in_one_line(matrix, version, cli_h
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
-def test_a_data_file_changed_after_the_matrix_finished_costs_no_run_its_record(matrix, capsys):
-    config, results, data, runs = matrix
+def test_a_data_file_changed_after_the_matrix_finished_costs_no_run_its_record(tmp_path, make_toy_corpus):
+    data = make_toy_corpus(tmp_path)  # a matrix of its own: its runs record this data folder
+    config, results = tmp_path / "m.toml", tmp_path / "results"
+    config.write_text(MATRIX.replace("seed = [0]", "seed = [0, 1]"))
+    run_matrix(config, results, data_dir=data, execution=QUIET)
+    runs = sorted(p.parent for p in results.glob(f"*/{CELL}"))
     before = {run: (run / CELL).read_text() for run in runs}
     with open(data / "toy" / "test.txt", "a") as f:
         f.write("a line added after the matrix finished\n")
@@ -134,6 +135,10 @@ def test_a_data_file_changed_after_the_matrix_finished_costs_no_run_its_record(m
     from bench.study.flags import run_flags
 
     assert all("≠" in run_flags(row) for _, row in done.iterrows())
+    from bench.study.report import build_report  # reported as they are, without the analyses of a text not there
+
+    page = build_report(results, results.parent / "report").read_text()
+    assert "| lstm | byte | 2 |" in page and "≠ trained on other data" in page
 
 
 def test_a_changed_setting_still_forgets_the_old_runs_records(matrix):

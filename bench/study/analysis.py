@@ -18,6 +18,7 @@ from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
 from bench.run_files import LOG, TOKENIZER, document_losses, token_losses
+from bench.study.runs_table import OTHER_DATA
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
@@ -51,6 +52,12 @@ class FinishedRun:
                 raise BenchError(f"{path} line {number} is not JSON: the run's learning curve is damaged; restore it "
                                  f"or train the run again") from None
         return entries
+
+    @property
+    def on_other_data(self) -> bool:
+        """Trained on data files that have changed since (run-matrix marked it): its text is not there to read, so
+        the analyses of text (floors, document intervals, pieces) leave it out; its result stands as recorded."""
+        return isinstance(self.row.get(OTHER_DATA), str) and bool(self.row.get(OTHER_DATA))
 
     def marginal(self, split: str = "test") -> dict | None:
         """The estimate of ``bench eval --marginal`` saved in the run folder, if any."""
@@ -94,6 +101,8 @@ class FinishedRun:
         return self._text_losses[split]
 
     def _document_losses(self, split: str) -> TextLosses | None:
+        if self.on_other_data:
+            return None
         nll = self.token_nll(split)
         if nll is None:  # a run trained elsewhere keeps its losses by document alone (bench.study.records)
             return self._recorded_document_losses(split)
@@ -161,6 +170,7 @@ def unigram_floor(run: FinishedRun) -> dict:
 def token_analyses(done, runs: dict[str, FinishedRun]) -> tuple[dict, dict, dict]:
     """From the runs' artefacts: unigram floors per (dataset, tokenizer), how word loss spreads over pieces
     per text and matching rule and (model, tokenizer), and the share of loss on <unk> per run folder."""
+    done = done[[not runs[run_dir].on_other_data for run_dir in done["run_dir"]]]
     floors = {}
     for (dataset, tokenizer), group in done.groupby(["dataset", "tokenizer"]):
         floors[(dataset, tokenizer)] = unigram_floor(runs[group["run_dir"].iloc[0]])
