@@ -13,6 +13,7 @@ such folders are counted in one line.
 from __future__ import annotations
 
 import json
+import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,15 +38,22 @@ class Inconsistent:
 
 
 def matrix_identity(results_dir: Path, records: list[dict]) -> tuple[str | None, str | None]:
-    """(matrix name, config sha256) of the results folder: its matrix.toml's sha256 where records hold it (a
-    matrix.toml edited or lost since says nothing), else the one most records hold; and the name the records of that
-    config hold."""
+    """(matrix name, config sha256) of the results folder: those of its matrix.toml where it is readable and
+    records hold its sha256 (a matrix.toml edited or lost since says nothing more), else those most records hold."""
     config = results_dir / MATRIX_CONFIG
     shas = Counter(record.get("config_sha256") for record in records)
     last_run = sha256_file(config) if config.is_file() else None
     sha = last_run if last_run in shas else (shas.most_common(1)[0][0] if shas else None)
     names = Counter(record.get("matrix") for record in records if record.get("config_sha256") == sha)
-    return (names.most_common(1)[0][0] if names else None), sha
+    return _matrix_name(config) or (names.most_common(1)[0][0] if names else None), sha
+
+
+def _matrix_name(config: Path) -> str | None:
+    try:
+        name = tomllib.loads(config.read_text())["matrix"]["name"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def record_problem(run_dir: Path, record: dict, identity: tuple[str | None, str | None]) -> str | None:
