@@ -16,6 +16,7 @@ RESULT = "result.json"
 LOCK = "run.lock"
 STATUS = "status.json"
 CELL = "cell.json"
+OTHER_DATA = "other_data"  # a finished run's cell record: why its data are not those its cell has now
 TRAIN_LOG = "train.log"
 ERROR = "error.txt"
 

@@ -7,13 +7,14 @@ in one sandbox built by this checkout's code, classified as CLASSES by its exit,
     python scripts/hostile_catalogue.py run --repo /work/wt-before --label before   # ROOT/before.tsv
     python scripts/hostile_catalogue.py run --repo . --label after                  # ROOT/after.tsv
     python scripts/hostile_catalogue.py ctrl-c --repo .                             # ROOT/ctrl-c.md
-    python scripts/hostile_catalogue.py note    # results/reference/hostile-catalogue.md"""
+    python scripts/hostile_catalogue.py note --before-commit 7b6a07c --after-commit COMMIT   # the reference note"""
 
 import argparse
 import contextlib
 import csv
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -26,9 +27,10 @@ from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+from hostile_entries import API, LM, RECORDS, WORKS, entry_places  # noqa: E402  (issue 44's cases)
 CLASSES = ["clean", "works", "traceback", "data loss", "accepted-bad", "misleading", "leftover", "timeout"]
 TIMEOUT, MEMORY = 120, 8 * 2 ** 30
-WORKS = "works:"  # an expected fragment that starts so: exit 0 expected, the rest found in stdout + stderr
 
 # issue 35's problems whose cases live in other suites (test_data_safety, test_train, test_baselines, ...)
 EXTRA = [(f"dump onto the run's own {name}", f"eval {{run}} --dump-token-losses {{run}}/{name}",
@@ -61,14 +63,17 @@ EXTRA = [(f"dump onto the run's own {name}", f"eval {{run}} --dump-token-losses 
     ("results whose config moved and changed",
      "run-matrix {sandbox}/moved.toml --dry-run --data-dir {data} --results {moving-results}", "which does not exist"),
 ]
-ALLOWED = ("new-run", "bl-data/cache", "data/cache", "cwd")  # what a case expected to work may add
+ALLOWED = ("new-run", "bl-data/cache", "data/cache", "cwd") + tuple(  # what a case expected to work may add or change
+    f"tb-user/{name}" for name in ("run.lock", "log.jsonl", "checkpoint.pt", "best.pt", "result.json", "spec.json",
+                                   "status.json", "tokenizer.json", "tensorboard/events.out.tfevents"))
 
 
 def cases() -> list[tuple[str, list[str], str]]:
     from tests.test_bad_inputs import CASES, TRAIN
 
     train = " ".join(TRAIN).replace(" --out {new}", "")
-    return list(CASES) + [(name, args.replace("TRAIN", train).split(), fragment) for name, args, fragment in EXTRA]
+    return list(CASES) + [(name, args.replace("TRAIN", train).split(), fragment)
+                          for name, args, fragment in EXTRA + RECORDS] + API + LM
 
 
 def factory(root: Path) -> SimpleNamespace:  # pytest's tmp_path_factory, as far as the catalogue's fixtures use it
@@ -153,7 +158,7 @@ def extra_places(box: Path, places: dict) -> dict:
     run_matrix(box / "hfrel" / "m.toml", box / "hf-results", data_dir=data, execution=quiet)
     names = ("loose", "mixed", "tuned", "report-noowner", "report-badowner", "moved-results", "moved-report",
              "owner-lost", "moving-results", "bl-data", "gpt2", "huge.json", "hf-results")
-    return {name: box / name for name in names}
+    return {**{name: box / name for name in names}, **entry_places(box, places)}
 
 
 def snapshot(box: Path) -> dict:  # each path under BOX: None for a folder, else (size, mtime)
@@ -162,9 +167,11 @@ def snapshot(box: Path) -> dict:  # each path under BOX: None for a folder, else
 
 
 def run_one(repo: Path, argv: list[str], box: Path) -> tuple[int | None, str, str, float]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""}
     start = time.monotonic()
-    process = subprocess.Popen([sys.executable, str(repo / "cli.py"), *argv], cwd=box / "cwd", env=env, text=True,
+    command = argv if argv[0] in ("-c", "-m") else [str(repo / "cli.py"), *argv]  # python -c/-m: the other entries
+    process = subprocess.Popen([sys.executable, *command], cwd=box / "cwd", env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY)))
     try:
@@ -175,6 +182,9 @@ def run_one(repo: Path, argv: list[str], box: Path) -> tuple[int | None, str, st
     return code, out, err, time.monotonic() - start
 
 
+PROGRESS_LOG = re.compile(r"\d{4}-\d\d-\d\d:\d\d:\d\d:\d\d INFO ")  # lm-eval's own progress, before a refusal
+
+
 def classify(expected: str, code, err: str, out: str, before: dict, after: dict) -> tuple[str, str, str]:
     """(class, the refusal's line or what went wrong, the paths written) of one case."""
     lost = sorted(p for p, v in before.items() if after.get(p, "gone") != v and not (v is None and p in after))
@@ -182,7 +192,8 @@ def classify(expected: str, code, err: str, out: str, before: dict, after: dict)
     works = expected.startswith(WORKS)
     if works:  # its outputs, and a cache it measures again
         added, lost = [p for p in added if not p.startswith(ALLOWED)], [p for p in lost if not p.startswith(ALLOWED)]
-    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("training ", "encoding "))]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("training ", "encoding "))
+             and not PROGRESS_LOG.match(line)]
     message = lines[-1] if lines else (out.strip().splitlines() or [""])[-1]
     paths = " ".join([f"-{p}" for p in lost] + [f"+{p}" for p in added])[:400]
     refused = code not in (0, 130) and len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
@@ -257,13 +268,14 @@ def interrupt(process: subprocess.Popen, wait: float, ready=lambda: False) -> tu
         return "killed after 60 s", process.communicate()[1], time.monotonic() - sent
 
 
-def note(root: Path, out: Path) -> None:
+def note(root: Path, out: Path, issue: str, before_commit: str, after_commit: str) -> None:
     before, after = ({r["case"]: r for r in csv.DictReader(open(root / f"{label}.tsv"), delimiter="\t")}
                      for label in ("before", "after"))
-    lines = ["# The hostile catalogue, before and after issue 35", "",
-             "`scripts/hostile_catalogue.py`: tests/test_bad_inputs.py's CASES and issue 35's cases from other suites "
-             f"({len(after)} in all), each as `python CHECKOUT/cli.py` in one sandbox built by main's code. "
-             "BEFORE = 6c24193 (the issue's hostile test), AFTER = main (its commit below).", "",
+    lines = [f"# The hostile catalogue, before and after issue {issue}", "",
+             "`scripts/hostile_catalogue.py`: tests/test_bad_inputs.py's CASES, the cases of issues 35 and 44 from "
+             f"other suites ({len(after)} in all), each as `python CHECKOUT/cli.py` (or, for issue 44's cases of the "
+             "Python API, `python -c`) in one sandbox built by AFTER's code. "
+             f"BEFORE = {before_commit}, AFTER = {after_commit}.", "",
              "| class | before | after |", "| --- | ---: | ---: |"]
     lines += [f"| {kind} | {sum(r['class'] == kind for r in before.values())} | "
               f"{sum(r['class'] == kind for r in after.values())} |" for kind in CLASSES]
@@ -292,6 +304,10 @@ if __name__ == "__main__":
     parser.add_argument("--only", help="run: only the cases whose name holds this")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "hostile-catalogue.md")
     parser.add_argument("--delays", default="1,2,3,4,5,7,10", help="ctrl-c: seconds after start")
+    parser.add_argument("--issue", default="44", help="note: the issue the catalogue is re-run for")
+    parser.add_argument("--before-commit", default="7b6a07c", help="note: the commit BEFORE ran")
+    parser.add_argument("--after-commit", default="main", help="note: the commit AFTER ran")
     o = parser.parse_args()
     {"build": lambda: build(o.root), "run": lambda: run(o.root, o.repo, o.label, o.only), "note": lambda: note(
-        o.root, o.out), "ctrl-c": lambda: ctrl_c(o.root, o.repo, [float(d) for d in o.delays.split(",")])}[o.mode]()
+        o.root, o.out, o.issue, o.before_commit, o.after_commit),
+     "ctrl-c": lambda: ctrl_c(o.root, o.repo, [float(d) for d in o.delays.split(",")])}[o.mode]()

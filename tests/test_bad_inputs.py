@@ -357,7 +357,7 @@ CASES = [
     ("a data folder that does not exist", ["run-matrix", "{matrix}", "--dry-run", "--data-dir", "{sandbox}/nowhere",
                                            "--results", "{new}"], "the data folder"),
     ("a report of runs that all failed", report_of("all_failed"), "no run has finished (1 failed"),
-    ("a report whose matrix name is a path", report_of("escape"), "'../../escaped' is not a matrix name"),
+    ("a report whose matrix name is a path", report_of("escape"), "is of matrix '../../escaped'"),
     ("a report of a damaged learning curve", report_of("bad_log"), "log.jsonl line 1 is not JSON"),
     ("a report of a missing learning curve", report_of("no_log"), "log.jsonl is missing"),
     ("a misspelt user corpus", TRAIN + ["--dataset", "toyy"], "user corpora in"),

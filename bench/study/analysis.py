@@ -17,8 +17,7 @@ from bench.engine.learning import unigram_log_probs, unigram_nll
 from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
-from bench.run_files import LOG, TOKENIZER, document_losses, token_losses
-from bench.study.runs_table import OTHER_DATA
+from bench.run_files import LOG, OTHER_DATA, TOKENIZER, document_losses, token_losses
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts

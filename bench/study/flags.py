@@ -6,7 +6,7 @@ import pandas as pd
 
 from bench.data.corpora import SPLITS
 from bench.study.pretrained import PRETRAINED
-from bench.study.runs_table import OTHER_DATA
+from bench.run_files import OTHER_DATA
 
 FLAG_NOTES = {
     "†": "unverified data: a split of this run does not match the official file",

@@ -26,7 +26,7 @@ import pandas as pd
 from bench.engine.result import finished_result
 from bench.errors import BenchError
 from bench.fileio import json_text, update_text
-from bench.run_files import CELL, SPEC
+from bench.run_files import CELL, OTHER_DATA, SPEC
 from bench.study.config import MatrixConfig
 from bench.study.folder_records import (Inconsistent, matrix_identity, record_problem, summary_lines,
                                         unrecorded_finished)
@@ -38,7 +38,6 @@ from bench.study.run_status import RunStatus, folder_status
 RUNS_CSV = "runs.csv"
 FIRST_AFTER_AXES = "phase"
 REWRITE = "run `bench run-matrix CONFIG` again to rewrite the run folders' cell.json"
-OTHER_DATA = "other_data"  # a finished run's cell record: why its data are not those its cell has now
 
 
 @dataclass
@@ -64,7 +63,7 @@ def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, resul
     waiting = {_place(_ordered_cell(run.cell), run.phase or ""): run for run in planned
                if run.run_dir is None or not run.run_dir.is_dir()}  # cells whose run on today's data has no folder
     for path in results_dir.glob(f"*/{CELL}"):
-        if path.parent.name in current:
+        if path.parent.name in current or path.parent.is_symlink():  # a linked folder is another place's record
             continue
         record = _readable(path)
         if record is not None and record.get("matrix") != config.name:
