@@ -17,6 +17,13 @@ LOCK = "run.lock"
 STATUS = "status.json"
 CELL = "cell.json"
 OTHER_DATA = "other_data"  # a finished run's cell record: why its data are not those its cell has now
+MATRIX_CONFIG = "matrix.toml"  # the config a matrix last ran, copied into its results folder
+
+
+def on_other_data(row) -> bool:
+    """Whether a run's row (its cell record's fields) says it was trained on data files that changed since."""
+    reason = row.get(OTHER_DATA)
+    return isinstance(reason, str) and bool(reason)
 TRAIN_LOG = "train.log"
 ERROR = "error.txt"
 

@@ -86,12 +86,10 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
     from bench.engine.device import check_threads, use_threads
-    from bench.engine.inference import claim_dump_file, evaluate_checkpoint, own_run_folder
+    from bench.engine.inference import evaluate_checkpoint, own_run_folder
 
     check_threads(threads)
     check_split(split)
-    if dump_token_losses is not None:
-        claim_dump_file(checkpoint_path, dump_token_losses)
     own = own_run_folder(checkpoint_path) if marginal else None  # reading alone needs no owner: a damaged spec.json
     if marginal_lines is not None and marginal is None:
         raise BenchError("--marginal-lines chooses the lines of --marginal K; give --marginal too")

@@ -233,7 +233,7 @@ def validate_spec(spec: RunSpec) -> RunSpec:
     canonical name and typed overrides. Everything that needs the data is checked by ``resolve``."""
     from bench.arguments import instance_argument, optional_path, text_argument
     from bench.engine.presets import get_preset
-    from tokenizers_study import TokenizerError, parse_scheme
+    from tokenizers_study import parse_scheme
 
     instance_argument(spec, RunSpec, "a run", "RunSpec(model='lstm', tokenizer='byte', dataset='wikitext-2')")
     for name in ("model", "preset", "tokenizer", "dataset"):
@@ -243,8 +243,5 @@ def validate_spec(spec: RunSpec) -> RunSpec:
         optional_path(getattr(spec, name), f"RunSpec.{name}")
     get_preset(spec.model, spec.preset)
     check_seed(spec.seed, "seed")
-    try:
-        scheme = parse_scheme(spec.tokenizer).name
-    except TokenizerError as exc:  # one error type for every caller, as the command line prints it
-        raise BenchError(str(exc)) from None
+    scheme = parse_scheme(spec.tokenizer).name
     return dataclasses.replace(spec, tokenizer=scheme, overrides=parse_overrides(spec.model, spec.overrides))

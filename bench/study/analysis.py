@@ -17,7 +17,7 @@ from bench.engine.learning import unigram_log_probs, unigram_nll
 from bench.engine.result import RunResult
 from bench.errors import BenchError
 from bench.data.documents import MIN_RESAMPLED, document_starts, document_totals
-from bench.run_files import LOG, OTHER_DATA, TOKENIZER, document_losses, token_losses
+from bench.run_files import LOG, TOKENIZER, document_losses, on_other_data, token_losses
 from bench.study.uncertainty import TextLosses
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
@@ -56,7 +56,7 @@ class FinishedRun:
     def on_other_data(self) -> bool:
         """Trained on data files that have changed since (run-matrix marked it): its text is not there to read, so
         the analyses of text (floors, document intervals, pieces) leave it out; its result stands as recorded."""
-        return isinstance(self.row.get(OTHER_DATA), str) and bool(self.row.get(OTHER_DATA))
+        return on_other_data(self.row)
 
     def marginal(self, split: str = "test") -> dict | None:
         """The estimate of ``bench eval --marginal`` saved in the run folder, if any."""

@@ -22,7 +22,7 @@ from pathlib import Path
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_text
 from bench.ownership import claim_matrix_folder, record_matrix_owner
-from bench.run_files import CHECKPOINT
+from bench.run_files import CHECKPOINT, MATRIX_CONFIG
 from bench.study.config import MatrixConfig, register_corpora
 from bench.study.eta import MatrixClock, outcome_of
 from bench.study.grid import load_config
@@ -114,7 +114,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     config, results = outcome.config, outcome.results_dir
     results.mkdir(parents=True, exist_ok=True)
     record_matrix_owner(results, config.path)
-    update_text(results / "matrix.toml", config.path.read_text())
+    update_text(results / MATRIX_CONFIG, config.path.read_text())
     todo = []
     for chain in outcome.chains:
         pending = [r for r in chain if _should_run(r, retry_failed)]

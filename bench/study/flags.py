@@ -6,7 +6,7 @@ import pandas as pd
 
 from bench.data.corpora import SPLITS
 from bench.study.pretrained import PRETRAINED
-from bench.run_files import OTHER_DATA
+from bench.run_files import on_other_data
 
 FLAG_NOTES = {
     "†": "unverified data: a split of this run does not match the official file",
@@ -33,7 +33,7 @@ def run_flags(row) -> str:
         flags += "§"
     if row["match"] == PRETRAINED:
         flags += "◊"
-    if isinstance(row.get(OTHER_DATA), str) and row.get(OTHER_DATA):
+    if on_other_data(row):
         flags += "≠"
     return flags
 

@@ -21,10 +21,9 @@ from pathlib import Path
 import torch
 
 from bench.fileio import sha256_file
-from bench.run_files import BEST, CELL, CHECKPOINT, RESULT, SPEC
+from bench.run_files import BEST, CELL, CHECKPOINT, MATRIX_CONFIG, RESULT, SPEC
 from tokenizers_study import TokenizerError, is_pretrained, parse_scheme
 
-MATRIX_CONFIG = "matrix.toml"  # the config the matrix last ran, copied into its results folder
 IDENTITY_AXES = ("model", "preset", "dataset", "seed")  # a cell's axes that the result's spec names as they are
 
 

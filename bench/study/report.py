@@ -23,6 +23,7 @@ from bench.engine.result import TRAINED
 from bench.errors import BenchError
 from bench.fileio import require_folder, write_text_atomic
 from bench.metrics import BITS_PER_BYTE_CORPORA
+from bench.run_files import MATRIX_CONFIG
 from bench.ownership import claim_report_folder, record_report_owner
 from bench.study import analysis, compressor_rows, convergence, figures
 from bench.study.config import is_matrix_name
@@ -86,7 +87,7 @@ def load_study(results_dir: Path) -> Study:
     runs = {run_dir: runs_table.runs[run_dir] for run_dir in done["run_dir"]}
     for run in runs.values():  # a damaged learning curve is refused here, before anything is computed or written
         _ = run.log
-    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / "matrix.toml", valid_only,
+    return Study(name, table, done, pretrained, runs_table.axes, runs, results_dir / MATRIX_CONFIG, valid_only,
                  runs_table.left_out)
 
 

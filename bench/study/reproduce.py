@@ -26,7 +26,7 @@ from bench.engine.resolve import ResolvedRun
 from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
 from bench.provenance import NOT_RECORDED
-from bench.run_files import CELL, RESULT, SPEC
+from bench.run_files import CELL, MATRIX_CONFIG, RESULT, SPEC
 
 RELATIVE_TOLERANCE = 0.01  # where the seeds' spread of a cell is not known
 SEED_SHARE = 0.25  # of the seeds' standard deviation, where it is known
@@ -205,7 +205,7 @@ def _planned_configs(results: Path, rows: pd.DataFrame, data_dir: Path) -> dict[
     from bench.study.grid import load_config
     from bench.study.plan import plan
 
-    config_path = results / "matrix.toml"
+    config_path = results / MATRIX_CONFIG
     if not config_path.is_file():
         return {}
     config = load_config(config_path)
@@ -310,7 +310,7 @@ def reproduce(results: Path, first: int | None, run_ids: list[str], out: Path | 
     unplanned = [i for i in ids if i not in configs]
     if unplanned:
         why = ("matrix.toml plans other runs: the code, the config or the data changed since"
-               if (results / "matrix.toml").is_file() else f"no matrix.toml in {results} to plan them from")
+               if (results / MATRIX_CONFIG).is_file() else f"no matrix.toml in {results} to plan them from")
         raise BenchError(f"recorded run(s) {', '.join(i[:10] for i in unplanned)} have no configuration that resolves "
                          f"to their run id here (no spec.json, and {why}); reproduce them at the commit, with the data, "
                          f"that made them")
