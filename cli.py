@@ -13,22 +13,21 @@ import sys
 
 
 def _interrupted_while_starting(signum, frame):
-    print("interrupted", file=sys.stderr)
-    sys.exit(130)
+    # Nothing is written yet: leave at once. SystemExit raised here could be swallowed by an imported library's
+    # bare `except:`, and the command would then run on as if Ctrl-C had never come.
+    print("interrupted", file=sys.stderr, flush=True)
+    os._exit(130)
 
 
-# Ctrl-C while the commands' modules are imported: a clean exit 130, as later, not a traceback
-_STARTING = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-if _STARTING:
+# Ctrl-C while the commands' modules are imported and the command line is built: a clean exit 130, as later,
+# not a traceback; main() hands Ctrl-C back to KeyboardInterrupt once it can catch it
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 import typer  # noqa: E402
 
 from bench.commands import config, data, models, runs, study, tokenize  # noqa: E402
 from bench.errors import USER_ERRORS, file_system_error  # noqa: E402
-
-if _STARTING:  # imported: Ctrl-C is KeyboardInterrupt again, which main() turns into the same exit
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 app = typer.Typer(
     help="Compare language models fairly across tokenizations: corpora, tokenization schemes, "
@@ -90,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     if empty:
         _error(f"error: {empty} is empty; give a path, or leave {empty} out for its default")
         return 2
-    command = typer.main.get_command(app)
     try:
+        if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:  # from here Ctrl-C is caught below
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        command = typer.main.get_command(app)
         result = command.main(args=argv, prog_name="bench", standalone_mode=False)
     except errors.NoArgsIsHelpError as exc:
         print(exc.ctx.get_help())

@@ -102,9 +102,14 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def update_text(path: str | Path, text: str) -> None:
     """Write ``text`` atomically unless the file already holds it (so that a finished study can be looked
     at again on a read-only folder)."""
+    update_bytes(path, text.encode("utf-8"))
+
+
+def update_bytes(path: str | Path, data: bytes) -> None:
+    """:func:`update_text` of bytes (a copy that keeps a file's own line endings, and so its sha256)."""
     path = Path(path)
-    if not (path.is_file() and path.read_bytes() == text.encode("utf-8")):
-        write_text_atomic(path, text)
+    if not (path.is_file() and path.read_bytes() == data):
+        write_bytes_atomic(path, data)
 
 
 def write_json_atomic(path: str | Path, obj: object) -> None:

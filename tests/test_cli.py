@@ -122,8 +122,23 @@ def test_ctrl_c_while_the_command_starts_is_exit_130_without_a_traceback(repo, d
     process = subprocess.Popen([sys.executable, "-c", start], cwd=repo, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert process.stderr.readline() == "ready\n"
-    time.sleep(delay)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    try:
+        assert process.stderr.readline() == "ready\n"
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:  # a command that ran on after Ctrl-C must not train beside the rest of the suite
+        process.kill()
+        process.communicate()
     assert process.returncode == 130 and "Traceback" not in err and "interrupted" in err, (process.returncode, err)
+
+
+@pytest.mark.parametrize("after_import", [
+    "os.kill(os.getpid(), signal.SIGINT); time.sleep(60)",  # before main(): it builds the command line, then runs
+    # a library's bare except around the interrupted code: the command ran on for its 100000 steps (seen in CI)
+    "try:\n    os.kill(os.getpid(), signal.SIGINT); time.sleep(60)\nexcept BaseException:\n    print('ran on')",
+])
+def test_ctrl_c_before_main_catches_it_ends_the_command_at_once(repo, after_import):
+    start = f"import os, signal, sys, time\nimport cli\n{after_import}\nsys.exit(cli.main(['models', 'list']))"
+    done = subprocess.run([sys.executable, "-c", start], cwd=repo, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")

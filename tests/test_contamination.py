@@ -2,6 +2,7 @@
 own overlap passes, text of a held-out split moved into train (or valid into test) is refused, in one line,
 before anything is written."""
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -134,3 +135,37 @@ def test_whole_file_contamination_keeps_its_own_message(files, fragment, tmp_pat
     paths = write_splits(tmp_path, files(*synthetic_splits()))
     with pytest.raises(BenchError, match=fragment.replace("(", r"\(")):
         add_user_corpus("leak", paths, tmp_path / "data")
+
+
+def test_a_test_file_inside_train_is_accepted_like_any_overlap_and_named_again_keeps_it(tmp_path):
+    """Contained whole in train: refused with the flag that accepts it; accepted, it is labelled (even where its
+    lines are too short to count by lines) and a [corpora] table naming the same files keeps it."""
+    train, valid, _ = synthetic_splits()
+    short = b"a b c\nd e\n" * 20  # short lines: no overlap by lines, contained all the same
+    paths = write_splits(tmp_path, (train + short, valid, short))
+    with pytest.raises(BenchError, match="contained in the train file .* --allow-overlap"):
+        add_user_corpus("leak", paths, tmp_path / "data")
+    add_user_corpus("leak", paths, tmp_path / "data", allow_overlap=True)
+    records = add_user_corpus("leak", paths, tmp_path / "data")  # no flag: these very files were accepted
+    assert "the test file is contained in the train file (from byte" in records["test"].source
+    assert ACCEPTED in records["test"].source and ACCEPTED not in records["valid"].source
+
+
+def test_a_corpus_added_before_the_overlap_rule_is_accepted_without_rewriting_its_files(tmp_path):
+    """Identical files added again with --allow-overlap were a no-op: the corpus stayed refused for every config."""
+    from bench.data.manifest import corpus_dir, read_manifest, write_manifest
+
+    build, fragment = HOSTILE["half of test appended to train"]
+    paths = write_splits(tmp_path, build(*synthetic_splits()))
+    data = tmp_path / "data"
+    add_user_corpus("leak", paths, data, allow_overlap=True)
+    before = read_manifest(data, "leak")  # as an older toolkit wrote it: no overlap in its labels
+    write_manifest(data, "leak", {s: dataclasses.replace(r, source=r.source.split("; ")[0]) for s, r in before.items()},
+                   user=True)
+    with pytest.raises(BenchError, match=fragment):
+        add_user_corpus("leak", paths, data)
+    written = {p: p.stat().st_mtime_ns for p in corpus_dir(data, "leak").glob("*.txt")}
+    add_user_corpus("leak", paths, data, allow_overlap=True)
+    assert ACCEPTED in read_manifest(data, "leak")["test"].source
+    assert add_user_corpus("leak", paths, data)["test"].source == read_manifest(data, "leak")["test"].source
+    assert {p: p.stat().st_mtime_ns for p in corpus_dir(data, "leak").glob("*.txt")} == written

@@ -112,6 +112,8 @@ def test_an_unknown_schema_version_is_refused_in_one_line(matrix, version, cli_h
     refused = cli_here("report", str(results), "--out", str(results.parent / "report"))
     assert refused.returncode == 1 and refused.stderr.startswith("error: ") and "schema_version" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+    # a newer toolkit's result is not damaged: it is read with that toolkit, never deleted
+    assert ("read it with that version" in refused.stderr) == (version == 99) != ("delete it" in refused.stderr)
 
 
 def test_a_data_file_changed_after_the_matrix_finished_costs_no_run_its_record(tmp_path, make_toy_corpus):
@@ -148,3 +150,34 @@ def test_a_changed_setting_still_forgets_the_old_runs_records(matrix):
     outcome = run_matrix(config, results, data_dir=data, execution=Execution(show_progress=False), dry_run=False)
     assert not any((run / CELL).exists() for run in runs)
     assert any("2 finished run folder(s) are not part of the matrix" in note for note in outcome.notes)
+
+
+def test_a_config_with_windows_line_endings_is_copied_byte_for_byte_so_its_runs_stay_the_folders_own(matrix):
+    """matrix.toml was copied as text: a CRLF config's copy had another sha256 than its runs' cell.json named, and
+    every finished run was then left out as another matrix's."""
+    config, results, data, runs = matrix
+    config.write_bytes(config.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    run_matrix(config, results, data_dir=data, execution=QUIET)
+    assert (results / "matrix.toml").read_bytes() == config.read_bytes()
+    study = load_study(results)
+    assert sorted(study.done["run_dir"]) == sorted(run.name for run in runs) and not study.left_out
+
+
+def test_another_data_folder_marks_no_finished_run_and_forgets_none(matrix, tmp_path, monkeypatch):
+    """A mistyped --data-dir, one where the corpus was never fetched (a registry corpus is then planned as 'no data'),
+    says nothing of the runs' data: every finished run keeps its record unmarked (all were marked as trained on
+    other data), and the report is as before."""
+    from bench.study import plan as planning
+    from bench.study.config import read_config
+    from bench.study.runs_table import write_runs_table
+
+    config, results, _, runs = matrix
+    before = {run: (run / CELL).read_bytes() for run in runs}
+    monkeypatch.setattr(planning, "_facts_or_problem", lambda spec, data_dir: f"{spec.dataset} is not in {data_dir}")
+    (tmp_path / "elsewhere").mkdir()
+    chains = planning.plan(read_config(config), results, tmp_path / "elsewhere")
+    assert {run.status.value for chain in chains for run in chain} == {"no data"}
+    write_runs_table(chains, read_config(config), results)
+    assert {run: (run / CELL).read_bytes() for run in runs} == before
+    done = load_study(results).done
+    assert sorted(done["run_dir"]) == [run.name for run in runs] and "other_data" not in done

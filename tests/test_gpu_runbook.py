@@ -17,7 +17,10 @@ from speed_table import read_objects  # noqa: E402
 
 
 def runbook(stage, out, **env):
-    environment = {**os.environ, "TINY": "1", "PYTHON": sys.executable, **{k: str(v) for k, v in env.items()}}
+    # the stages' time limits are for a lease; here they would make the rows depend on the machine's load
+    no_time_limits = {"DEADLINE": "100000", "SPEED_SECONDS": "100000", "MEASURE_SECONDS": "500"}
+    environment = {**os.environ, "TINY": "1", "PYTHON": sys.executable, **no_time_limits,
+                   **{k: str(v) for k, v in env.items()}}
     return subprocess.run(["bash", "scripts/gpu/runbook.sh", stage, str(out)], cwd=REPO, env=environment,
                           capture_output=True, text=True, timeout=600)
 

@@ -6,6 +6,7 @@ the sha256 of their files and their records say ``status: user``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -65,6 +66,11 @@ def _install_user_corpus(name: str, contents: dict[str, tuple[bytes, str]], data
     digests = {split: sha256_bytes(data) for split, (data, _) in contents.items()}
     if (existing and all(s in existing and existing[s].sha256 == digests[s] for s in SPLITS)
             and all((target / existing[s].file).is_file() for s in SPLITS)):
+        accepted = {s: dataclasses.replace(existing[s], source=contents[s][1]) for s in SPLITS
+                    if ACCEPTED in contents[s][1] and ACCEPTED not in existing[s].source}
+        if accepted:  # added before overlap was a rule, or refused since: its files stay, its manifest says so
+            existing = {**existing, **accepted}
+            write_manifest(data_dir, name, existing, user=True)
         return existing
     with new_folders_for(target):  # a data folder made for this corpus is removed again if the write fails
         stage = Path(tempfile.mkdtemp(prefix=f".add-{name}-", dir=data_dir))
@@ -118,13 +124,17 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
             raise BenchError(f"{split} file {path} {problem}: a corpus split must hold text")
         contents[split] = (data, f"user file {Path(path).resolve()}")
     train = contents["train"][0]
+    contained = {}
     for split in HELD_OUT:
         if contents[split][0] == train:
             raise BenchError(f"corpus {name!r}: the {split} file is the same text as the train file; a model would be "
                              f"scored on the text it was trained on: give a held-out {split} file")
-        if not allow_overlap and (at := train.find(contents[split][0])) >= 0:
-            raise BenchError(f"corpus {name!r}: the {split} file is contained in the train file (from byte {at:,}); a "
-                             f"model would be scored on text it was trained on: give a held-out {split} file")
+        if (at := train.find(contents[split][0])) >= 0:
+            contained[split] = f"the {split} file is contained in the train file (from byte {at:,})"
+            if not (allow_overlap or _accepted_before(data_dir, name, contents, split)):
+                raise BenchError(f"corpus {name!r}: {contained[split]}; a model would be scored on text it was "
+                                 f"trained on: give a held-out {split} file, or study text a model has read with "
+                                 f"bench data add ... --allow-overlap")
     if contents["valid"][0] == contents["test"][0]:
         raise BenchError(f"corpus {name!r}: the valid and test files are the same text; checkpoints chosen on valid "
                          f"would be scored on the text that chose them: give a separate test file")
@@ -134,6 +144,10 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
                 raise BenchError(overlap.refusal(name))
             data, source = contents[overlap.split]
             contents[overlap.split] = (data, f"{source}; {overlap.label()}")
+    for split, why in contained.items():  # too short to count as overlap by lines, it is still labelled
+        data, source = contents[split]
+        if ACCEPTED not in source:
+            contents[split] = (data, f"{source}; {why}, {ACCEPTED}")
     return contents
 
 

@@ -43,6 +43,10 @@ from bench.metrics import normalize_counts
 from bench.run_files import RESULT
 
 SCHEMA_VERSION = 3
+class NewerSchema(ValueError):
+    """A result written by a later version of the toolkit."""
+
+
 READABLE_VERSIONS = (2, SCHEMA_VERSION)  # 2: no kind, a pretrained model written as a trained run
 TRAINED = "trained"
 PRETRAINED = "pretrained"
@@ -224,6 +228,8 @@ class RunResult:
     @classmethod
     def from_json(cls, data: dict) -> "RunResult":
         version = data.get("schema_version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise NewerSchema(f"schema_version {version}, newer than this toolkit's {SCHEMA_VERSION}")
         if version not in READABLE_VERSIONS or isinstance(version, bool):
             readable = " or ".join(map(str, READABLE_VERSIONS))
             raise ValueError(f"schema_version {version!r}, not {readable}: written by another version of the toolkit, "
@@ -251,6 +257,9 @@ class RunResult:
                 if problem := metrics.disagreement(data["metrics"][split]):
                     raise ValueError(f"{split} {problem}: the file was edited or damaged")
             return result
+        except NewerSchema as exc:  # nothing is wrong with the file: this toolkit is too old for it
+            raise BenchError(f"{path} was written by a newer version of the toolkit ({exc}); read it with that "
+                             f"version (update this checkout)") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BenchError(f"{path} is not a readable result ({type(exc).__name__}: {exc}); delete it and "
                              f"run the run again") from None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.fileio import require_folder, update_text
+from bench.fileio import require_folder, update_bytes
 from bench.ownership import claim_matrix_folder, record_matrix_owner
 from bench.run_files import CHECKPOINT, MATRIX_CONFIG
 from bench.study.config import MatrixConfig, register_corpora
@@ -114,7 +114,7 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     config, results = outcome.config, outcome.results_dir
     results.mkdir(parents=True, exist_ok=True)
     record_matrix_owner(results, config.path)
-    update_text(results / MATRIX_CONFIG, config.path.read_text())
+    update_bytes(results / MATRIX_CONFIG, config.path.read_bytes())
     todo = []
     for chain in outcome.chains:
         pending = [r for r in chain if _should_run(r, retry_failed)]

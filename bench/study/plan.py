@@ -11,7 +11,7 @@ tokens, characters and FLOPs. A setting that cannot work is an error here, so
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench.data.corpora import REGISTRY, UnknownCorpus
@@ -113,7 +113,8 @@ def _planned_run(config: MatrixConfig, cell: dict, phase: dict | None, spec: Run
                  results_dir: Path, data_dir: Path) -> PlannedRun:
     phase_name = phase["name"] if phase else None
     if isinstance(facts, str):
-        return PlannedRun(cell, phase_name, spec, None, RunStatus.NO_DATA, problem=facts)
+        return PlannedRun(cell, phase_name, replace(spec, data_dir=str(data_dir)), None, RunStatus.NO_DATA,
+                          problem=facts)  # its spec names the data folder its data were looked for in
     try:
         resolved = resolve(spec, facts)
         if resolved.train.init_from and not (phase and phase.get("init_from") == "previous"):

@@ -23,6 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from bench.data.manifest import MANIFEST, corpus_dir
+from bench.data.paths import resolve_data_dir
 from bench.engine.result import finished_result
 from bench.errors import BenchError
 from bench.fileio import json_text, update_text
@@ -69,11 +71,13 @@ def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, resul
         if record is not None and record.get("matrix") != config.name:
             continue  # another matrix's run, moved in: not this matrix's record to forget (the report names it)
         successor = waiting.get(_place(record["cell"], record["phase"])) if record else None
-        if successor is not None and _data_changed(path.parent, successor) \
-                and finished_result(path.parent, record["run_id"]) is not None:
-            why = successor.problem or "its data files changed since it was trained"
-            update_text(path, json_text({**record, OTHER_DATA: why.splitlines()[0]}) + "\n")
-            continue  # trained on other data than there is now: it keeps its record until a run replaces it
+        if successor is not None and finished_result(path.parent, record["run_id"]) is not None:
+            if isinstance(successor, PlannedRun) and successor.resolved is None and not _corpus_there(successor):
+                continue  # another --data-dir, or a corpus not fetched there: nothing says its data changed
+            if _data_changed(path.parent, successor):
+                why = successor.problem or "its data files changed since it was trained"
+                update_text(path, json_text({**record, OTHER_DATA: why.splitlines()[0]}) + "\n")
+                continue  # trained on other data than there is now: it keeps its record until a run replaces it
         path.unlink()  # a changed setting is a new run: the old folder is no longer this matrix's
     rows = {row["run_dir"]: row for row in _folder_rows(results_dir)[0]}
     path = results_dir / RUNS_CSV
@@ -175,12 +179,18 @@ def _data_changed(run_dir: Path, successor: PlannedRun | PretrainedRun) -> bool:
     if not isinstance(successor, PlannedRun):
         return False  # a pretrained model is scored again on any data: its folder is named by what it scores
     if successor.resolved is None:
-        return True
+        return True  # its corpus is there (see _corpus_there) but no longer as recorded
     try:
         recorded = json.loads((run_dir / SPEC).read_text())["data"]["split_sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return recorded != successor.resolved.data.split_sha256
+
+
+def _corpus_there(run: PlannedRun) -> bool:
+    """Whether the data folder the run is planned on holds its corpus (a manifest, readable or not)."""
+    data_dir = resolve_data_dir(run.spec.data_dir)
+    return (corpus_dir(data_dir, run.spec.dataset) / MANIFEST).exists()
 
 
 def _readable(path: Path) -> dict | None:
