@@ -44,6 +44,7 @@ def text_argument(value: Any, name: str) -> str:
 
 def instance_argument(value: Any, kind: type, name: str, example: str) -> Any:
     if not isinstance(value, kind):
-        raise BenchError(f"{name} must be a {kind.__name__}, not {type(value).__name__} ({str(value)[:60]!r}); "
-                         f"e.g. {example}")
+        article = "an" if kind.__name__[0].lower() in "aeiou" else "a"
+        raise BenchError(f"{name} must be {article} {kind.__name__}, not {type(value).__name__} "
+                         f"({str(value)[:60]!r}); e.g. {example}")
     return value

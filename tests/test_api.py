@@ -89,7 +89,7 @@ BAD_CALLS = {  # name -> (call(api, run folder, data folder, a new path), a frag
                                  "show_progress must be True or False"),
     "run_matrix None": (lambda a, r, d, n: a.run_matrix(None), "the matrix config must be a path"),
     "run_matrix with an execution as text": (lambda a, r, d, n: a.run_matrix(n, execution="fast"),
-                                             "execution must be a Execution"),
+                                             "execution must be an Execution"),
     "load_runs None": (lambda a, r, d, n: a.load_runs(None), "the results folder must be a path"),
     "load_runs 3": (lambda a, r, d, n: a.load_runs(3), "the results folder must be a path"),
     "build_report None": (lambda a, r, d, n: a.build_report(None), "the results folder must be a path"),

@@ -139,6 +139,9 @@ def test_ctrl_c_while_the_command_starts_is_exit_130_without_a_traceback(repo, d
     "try:\n    os.kill(os.getpid(), signal.SIGINT); time.sleep(60)\nexcept BaseException:\n    print('ran on')",
 ])
 def test_ctrl_c_before_main_catches_it_ends_the_command_at_once(repo, after_import):
+    import signal
+
     start = f"import os, signal, sys, time\nimport cli\n{after_import}\nsys.exit(cli.main(['models', 'list']))"
-    done = subprocess.run([sys.executable, "-c", start], cwd=repo, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", start], cwd=repo, capture_output=True, text=True, timeout=120,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal starts it
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "interrupted\n")

@@ -237,10 +237,11 @@ def test_under_bf16_autocast_the_output_projection_stays_float32(tiny_gpt2, data
     (["--streams", "100000"], ["--streams 100,000 is more than the", "tokens of test"]),  # was: one-token streams
     (["--split", "dev"], ["--split"]),
 ])
-def test_eval_hf_refuses_bad_settings_in_one_line_and_writes_nothing(tiny_gpt2, data_dir, tmp_path, cli,
+def test_eval_hf_refuses_bad_settings_in_one_line_and_writes_nothing(tiny_gpt2, data_dir, tmp_path, cli_here,
                                                                       one_line_error, args, fragments):
     out = tmp_path / "out"
-    done = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out), *args)
+    done = cli_here("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--data-dir", str(data_dir), "--out", str(out),
+                    *args)
     one_line_error(done, *fragments)
     assert not out.exists()
 

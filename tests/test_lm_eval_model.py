@@ -262,3 +262,16 @@ def test_a_text_the_tokenizer_does_not_give_back_is_told_once(byte_run, corpus, 
     model.loglikelihood_rolling([request("Upper Case"), request("More Upper Case")])
     told = capsys.readouterr().err.splitlines()
     assert len(told) == 1 and told[0].startswith("warning: byte does not give back a text lm-eval scored")
+
+
+@pytest.mark.parametrize("text, fragment", [
+    (None, "No such file or directory; give the YAML file of lm-eval's settings"),
+    ("model: bench\nmodel_args: [unclosed\n", "is not valid YAML (expected ',' or ']'"),
+    ("- model\n", "holds no settings (a YAML mapping such as 'model: bench')"),
+], ids=["missing", "not yaml", "a list"])
+def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, lm_eval_here, text, fragment):
+    config = tmp_path / "config.yaml"
+    if text is not None:
+        config.write_text(text)
+    status, _, err = lm_eval_here("python -m bench.engine.lm_eval_model --config {config}", config=config)
+    assert (status, err.count("\n"), err.startswith("error: --config "), fragment in err) == (1, 1, True, True), err

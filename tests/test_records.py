@@ -4,6 +4,8 @@ record or run folder is ever replaced."""
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +148,22 @@ def test_export_keeps_the_same_record_and_refuses_another(trained, tmp_path):
     with pytest.raises(BenchError, match="is not the record of run"):
         export_records(results, target)
     assert (first / RESULT).read_bytes() == before
+
+
+def test_a_run_folder_whose_records_disagree_is_not_exported_and_is_named(trained, tmp_path, repo):
+    """A cell.json edited to another tokenizer was exported as it said: the byte run became a BPE run's record."""
+    _, results, _, _ = trained
+    copy = shutil.copytree(results, tmp_path / "results", ignore=shutil.ignore_patterns("*.pt", "*.npy"))
+    relabelled = next(copy.glob("lstm-*-byte-*"))
+    cell = json.loads((relabelled / "cell.json").read_text())
+    (relabelled / "cell.json").write_text(json.dumps({**cell, "cell": {**cell["cell"], "tokenizer": "bpe:300"}}))
+    done = subprocess.run([sys.executable, "-m", "bench.study.records", "export", str(copy), str(tmp_path / "out")],
+                          cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        p.parent.name for p in copy.glob("*/cell.json") if p.parent != relabelled)
+    assert done.stderr.startswith("note: 1 run folder(s) left out, their records disagree: " + relabelled.name)
+    assert "tokenizer 'bpe:300' in cell.json" in done.stderr
 
 
 def test_a_damaged_record_of_losses_by_document_is_one_line(tmp_path):

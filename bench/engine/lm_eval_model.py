@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import simple_parse_args_string
@@ -151,9 +152,9 @@ def main() -> int:
     setup_logging()
     parser = HarnessCLI()
     args = parser.parse_args()
-    if _no_device_asked(args):
-        args.device = "auto"  # lm-eval would fill in its default, cuda:0
     try:
+        if _no_device_asked(args):
+            args.device = "auto"  # lm-eval would fill in its default, cuda:0
         parser.execute(args)
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -163,11 +164,24 @@ def main() -> int:
 
 def _no_device_asked(args) -> bool:
     """Whether lm-eval's command line runs the bench model with no device given, on it or in its --config file."""
-    from lm_eval.config.evaluate_config import EvaluatorConfig
-
-    config = EvaluatorConfig.load_yaml_config(args.config) if getattr(args, "config", None) else {}
+    config = _config_file(args.config) if getattr(args, "config", None) else {}
     model = getattr(args, "model", None) or config.get("model")
     return model == "bench" and getattr(args, "device", "") is None and "device" not in config
+
+
+def _config_file(path: str) -> dict:
+    """lm-eval's --config file, read as lm-eval reads it (a YAML mapping), a problem in one line."""
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise BenchError(f"--config {path}: {exc.strerror or exc}; give the YAML file of lm-eval's settings") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        raise BenchError(f"--config {path} is not valid YAML ({getattr(exc, 'problem', None) or 'unreadable'}"
+                         f"{f', line {where.line + 1}' if where else ''}); fix the file") from None
+    if not isinstance(config, dict):
+        raise BenchError(f"--config {path} holds no settings (a YAML mapping such as 'model: bench'); fix the file")
+    return config
 
 
 if __name__ == "__main__":
