@@ -33,10 +33,8 @@ $(STAMP): $(BASE) requirements/dev.txt
 	$(BIN)/pip install -q -r requirements/dev.txt
 	touch $(STAMP)
 
-# Two workers (pytest-xdist), each test file in one of them: its trained fixtures are made once. The suite takes
-# under 10 minutes on 2 cores this way; a single test or file runs as usual with .venv/bin/python -m pytest.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q
 
 # The demo says how long its set-up took (nothing when the environment was there) and how long its own work.
 demo:
