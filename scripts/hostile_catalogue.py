@@ -182,7 +182,8 @@ def run_one(repo: Path, argv: list[str], box: Path) -> tuple[int | None, str, st
     return code, out, err, time.monotonic() - start
 
 
-PROGRESS_LOG = re.compile(r"\d{4}-\d\d-\d\d:\d\d:\d\d:\d\d INFO ")  # lm-eval's own progress, before a refusal
+# lm-eval's own log (progress, notes on a task's YAML), its progress bars and our one-line notes, before a refusal
+PROGRESS_LOG = re.compile(r"\d{4}-\d\d-\d\d:\d\d:\d\d:\d\d (INFO|WARNING) |\s*\d+%\|.*it/s\]|note: ")
 
 
 def classify(expected: str, code, err: str, out: str, before: dict, after: dict) -> tuple[str, str, str]:

@@ -27,7 +27,7 @@ API = [(f"api: {name}", ["-c", CALL.format(call=call)], expected) for name, call
     ("train(None)", "api.train(None)", "must be a RunSpec"),
     ("evaluate(None)", "api.evaluate(None)", "must be a path"),
     ("run_matrix with an execution given as text", "api.run_matrix('{matrix}', execution='fast')",
-     "execution must be a Execution"),
+     "execution must be an Execution"),
     ("attack figure of rows without numbers", "api.attack_figure(api.load_runs('{results}').assign("
      "test_bits_per_byte=float('nan')))", "nothing to draw"),
 ]]

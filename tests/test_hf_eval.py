@@ -256,10 +256,11 @@ def test_eval_hf_and_a_matrix_refuse_a_folder_that_is_no_model(tmp_path, data_di
                    "[[pretrained]] model", "not a model folder")
 
 
-def test_eval_hf_names_its_default_folder_by_run_id(tiny_gpt2, data_dir, tmp_path, cli):
+def test_eval_hf_names_its_default_folder_by_run_id(tiny_gpt2, data_dir, tmp_path, cli_here, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default folder is runs/ in the current folder
     for stride in ("16", "32", "16"):
-        done = cli("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--window", "64", "--stride", stride,
-                   "--data-dir", str(data_dir), cwd=tmp_path)
+        done = cli_here("eval-hf", str(tiny_gpt2), "--dataset", "toy", "--window", "64", "--stride", stride,
+                        "--data-dir", str(data_dir))
         assert done.returncode == 0, done.stderr
     folders = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(folders) == 2 and all(f.startswith(f"hf-{tiny_gpt2.name}-toy-test-") for f in folders)
