@@ -43,13 +43,13 @@ from bench.metrics import normalize_counts
 from bench.run_files import RESULT
 
 SCHEMA_VERSION = 3
-class NewerSchema(ValueError):
-    """A result written by a later version of the toolkit."""
-
-
 READABLE_VERSIONS = (2, SCHEMA_VERSION)  # 2: no kind, a pretrained model written as a trained run
 TRAINED = "trained"
 PRETRAINED = "pretrained"
+
+
+class NewerSchema(ValueError):
+    """A result written by a later version of the toolkit."""
 
 
 # The status of every result: a result is written when a run has finished (where a run of a study stands, the

@@ -26,8 +26,7 @@ from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
 from bench.fileio import write_bytes_atomic, write_text_atomic
 from bench.run_files import CELL, LOG, RESULT, SPEC, STATUS, TOKENIZER, document_losses
-from bench.study.folder_records import (Inconsistent, matrix_identity, record_problem, summary_lines,
-                                        unrecorded_finished)
+from bench.study.runs_table import finished_folders
 
 SPLITS = ("test",)
 RECORD_FILES = (RESULT, SPEC, CELL, STATUS, LOG) + tuple(document_losses(split) for split in SPLITS)
@@ -49,34 +48,17 @@ def write_document_losses(run_dir: Path, result: RunResult) -> list[Path]:
     return written
 
 
-def finished_runs(results_dir: Path) -> tuple[list[tuple[Path, RunResult]], list[str]]:
-    """Each run folder of a results folder that holds its finished result, with that result; and what is left out
-    (bench.study.folder_records: folders whose records disagree, finished ones that are not the matrix's)."""
-    records = {}
-    for cell in sorted(results_dir.glob(f"*/{CELL}")):
-        try:
-            record = json.loads(cell.read_text())
-        except (OSError, ValueError):
-            record = None
-        if not isinstance(record, dict) or "run_id" not in record:
-            raise BenchError(f"{cell} is not a readable cell record; restore it or delete its run folder")
-        records[cell.parent] = record
-    identity = matrix_identity(results_dir, list(records.values()))
-    found, inconsistent = [], []
-    for run_dir, record in records.items():
-        if problem := record_problem(run_dir, record, identity):
-            inconsistent.append(Inconsistent(run_dir.name, problem))
-        elif (result := finished_result(run_dir, record["run_id"])) is not None:
-            found.append((run_dir, result))
-    return found, summary_lines(inconsistent, unrecorded_finished(results_dir))
-
-
 def export_records(results_dir: Path, records_dir: Path) -> list[Path]:
     """The record of each finished run of ``results_dir`` in ``records_dir`` (its losses by document written
     first where it has per-token losses); the record folders written. A record already there is kept when it
     is the same run and refused when it is not: no record is replaced."""
+    return export_finished(finished_folders(results_dir)[0], records_dir)
+
+
+def export_finished(finished: list[tuple[Path, RunResult]], records_dir: Path) -> list[Path]:
+    """:func:`export_records` of finished runs (folder, result) already found."""
     written = []
-    for run_dir, result in finished_runs(results_dir)[0]:
+    for run_dir, result in finished:
         write_document_losses(run_dir, result)
         target = records_dir / run_dir.name
         if target.exists():
@@ -171,19 +153,18 @@ def _copy_folder(source: Path, target: Path, names: list[str], extra: dict[str, 
 
 def main(argv: list[str]) -> None:
     usage = "usage: python -m bench.study.records documents RESULTS | export RESULTS RECORDS"
-    if argv[:1] in (["documents"], ["export"]) and len(argv) == (2 if argv[0] == "documents" else 3):
-        found, left_out = finished_runs(Path(argv[1]))
-        for line in left_out:  # as the report says them: by name, never exported under the matrix's labels
-            print(f"note: {line}", file=sys.stderr)
-        if argv[0] == "documents":
-            for run_dir, result in found:
-                for path in write_document_losses(run_dir, result):
-                    print(path)
-        else:
-            written = export_records(Path(argv[1]), Path(argv[2]))
-            print(f"{len(written)} record(s) written to {argv[2]}")
-    else:
+    if len(argv) != {"documents": 2, "export": 3}.get(argv[0] if argv else None):
         raise SystemExit(usage)
+    finished, left_out = finished_folders(Path(argv[1]))
+    for line in left_out:  # as the report says them: by name, never exported under the matrix's labels
+        print(f"note: {line}", file=sys.stderr)
+    if argv[0] == "documents":
+        for run_dir, result in finished:
+            for path in write_document_losses(run_dir, result):
+                print(path)
+    else:
+        written = export_finished(finished, Path(argv[2]))
+        print(f"{len(written)} record(s) written to {argv[2]}")
 
 
 if __name__ == "__main__":

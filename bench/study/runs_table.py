@@ -25,7 +25,7 @@ import pandas as pd
 
 from bench.data.manifest import MANIFEST, corpus_dir
 from bench.data.paths import resolve_data_dir
-from bench.engine.result import finished_result
+from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
 from bench.fileio import json_text, update_text
 from bench.run_files import CELL, OTHER_DATA, SPEC
@@ -94,7 +94,7 @@ def read_runs_table(results_dir: Path) -> RunsTable:
         raise BenchError(f"{results_dir} does not exist; run `bench run-matrix CONFIG` first (or give its results "
                          f"folder)")
     found, inconsistent = _folder_rows(results_dir)
-    left_out = summary_lines(inconsistent, unrecorded_finished(results_dir))
+    left_out = _left_out(results_dir, inconsistent)
     if not found:
         raise BenchError(f"{results_dir} holds no run of a matrix (no run folder with a {CELL} that agrees with its "
                          f"run{': ' + ' / '.join(left_out) if left_out else ''}); run `bench run-matrix CONFIG` "
@@ -140,6 +140,18 @@ def _plan_row(run: PlannedRun | PretrainedRun, config: MatrixConfig) -> dict[str
     return {**_ordered_cell(run.cell), FIRST_AFTER_AXES: run.phase or "", "run_id": run.run_id or "", "run_dir": "",
             "status": run.status.value, "error": run.problem or "", "matrix": config.name,
             "config_sha256": config.sha256}
+
+
+def finished_folders(results_dir: Path) -> tuple[list[tuple[Path, RunResult]], list[str]]:
+    """Each finished run of the matrix in ``results_dir`` as (its folder, its RunResult), in the plan's order; and
+    what is left out, in the report's words (folders whose records disagree, finished ones not the matrix's)."""
+    found, inconsistent = _folder_rows(results_dir)
+    return ([(results_dir / row["run_dir"], row["result"]) for row in found if row["result"] is not None],
+            _left_out(results_dir, inconsistent))
+
+
+def _left_out(results_dir: Path, inconsistent: list[Inconsistent]) -> list[str]:
+    return summary_lines(inconsistent, unrecorded_finished(results_dir))
 
 
 def _folder_rows(results_dir: Path) -> tuple[list[dict[str, Any]], list[Inconsistent]]:
