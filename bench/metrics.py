@@ -9,8 +9,10 @@ tokenizations. Dividing by the number of *tokens* does not.
 
 Each metric is one entry of :data:`METRICS`: its key, its column label, its unit, its formula over the total NLL
 and the counts, whether it compares across tokenizations and its definition. The result schema, the report's
-tables and definitions, ``bench compare``, the CLI's tables, the exports and the figures' axes are drawn from it,
-so a metric is added there and nowhere else. Two identities hold:
+tables and definitions, ``bench compare``, the CLI's tables, the exports and ``bench reproduce`` are drawn from it;
+every validation logs each comparable metric (``valid_<key>`` in log.jsonl), and the figures can draw each one
+declared with a ``name`` (``bench report --metric NAME``). A metric is added there and nowhere else. Two
+identities hold:
 ``word_perplexity == 2 ** (bits_per_char * n_chars / n_words)`` and
 ``bits_per_byte * n_bytes == bits_per_char * n_chars``.
 
@@ -85,14 +87,29 @@ class Metric:
     definition: str  # the report's definition, after "<label> = "
     perplexity: bool = False  # the exp of a mean loss: averaged over seeds as its log (perplexity of the mean loss)
     shown: bool = True  # a column of the report, bench compare and the CLI's tables (else only in the files)
+    # A loss the figures can draw (``bench report --metric NAME``): its name there and the count of the text it is
+    # per (a field of Counts, recorded as ``n_<count>``); every validation logs it, so learning curves draw it too.
+    name: str = ""
+    count: str = ""
 
+    def __post_init__(self) -> None:
+        if self.name and not (self.comparable and not self.perplexity and self.count in COUNT_FIELDS):
+            raise ValueError(f"metric {self.key!r}: a figure metric (name {self.name!r}) is a comparable loss, not a "
+                             f"perplexity, per one of the text's counts ({', '.join(COUNT_FIELDS)}); got count "
+                             f"{self.count!r}")
+
+
+COUNT_FIELDS = ("bytes", "chars", "words", "lines")  # the text's counts a metric can be per (Counts' fields)
 
 # In the order result.json and runs.csv write them; tables show the comparable ones first.
 METRICS: dict[str, Metric] = {metric.key: metric for metric in (
     Metric("bits_per_byte", "bits/byte", "bits per byte", lambda c: c.bits_per(c.bytes), True,
-           "L / (ln 2 · UTF-8 bytes of the text)"),
+           "L / (ln 2 · UTF-8 bytes of the text)", name="byte", count="bytes"),
     Metric("bits_per_char", "bits/char", "bits per character", lambda c: c.bits_per(c.chars), True,
-           "L / (ln 2 · Unicode code points)"),
+           "L / (ln 2 · Unicode code points)", name="char", count="chars"),
+    Metric("bits_per_word", "bits/word", "bits per word", lambda c: c.bits_per(c.words), True,
+           "L / (ln 2 · words), words = `len(text.split())`: log2 of the word perplexity", shown=False,
+           name="word", count="words"),
     Metric("bits_per_token", "bits/token", "bits per token", lambda c: c.bits_per(c.tokens), False,
            "L / (ln 2 · tokens)", shown=False),
     Metric("token_perplexity", "token ppl", "per-token perplexity", lambda c: c.perplexity_per(c.tokens), False,
@@ -111,6 +128,16 @@ METRICS: dict[str, Metric] = {metric.key: metric for metric in (
 def shown_metrics() -> list[Metric]:
     """The metrics tables show, the comparable ones first (each group in declaration order)."""
     return sorted((m for m in METRICS.values() if m.shown), key=lambda m: not m.comparable)
+
+
+def comparable_metrics() -> list[Metric]:
+    """The metrics that compare across tokenizations: what every validation logs (``valid_<key>``)."""
+    return [m for m in METRICS.values() if m.comparable]
+
+
+def figure_metrics() -> list[Metric]:
+    """The losses the figures can draw, in declaration order: those with a ``name``."""
+    return [m for m in METRICS.values() if m.name]
 
 
 def compare_label(metric: Metric) -> str:

@@ -80,19 +80,28 @@ def _cpu_info(text: str | None = None) -> tuple[str, set[str]]:
     return model or "unknown", flags
 
 
-def comparability(tokenizer: str, lossy_splits: list[str], data_status: dict[str, str | None]
+def comparability(tokenizer: str, gives_back: dict[str, bool], data_status: dict[str, str | None]
                   ) -> tuple[bool, list[str]]:
     """Whether a result compares with other runs' (and published ones), and the reasons why not.
 
-    ``data_status`` maps each split the result depends on to its data status (official,
-    unverified, user), or None where the result does not record it. Lossy tokenization,
-    unverified or unrecorded data make a result not comparable; a user corpus only earns a note.
+    ``gives_back`` says for each scored split whether decoding gave its text back (measured); the one rule of
+    "lossy" (tokenizers_study.lossless_on) decides from it and the scheme's trait. ``data_status`` maps each split
+    the result depends on to its data status (official, unverified, user), or None where the result does not
+    record it. Lossy tokenization, unverified or unrecorded data make a result not comparable; a user corpus only
+    earns a note.
     """
+    from tokenizers_study import is_closed_vocabulary, lossless_on
+
     notes = []
-    if lossy_splits:
-        notes.append(f"lossy tokenization: {tokenizer} cannot give back {', '.join(lossy_splits)} "
-                     f"(unknown words become <unk>, or the text is normalised); bits per byte/char and word "
-                     f"perplexity are not comparable with lossless schemes")
+    lossy = [split for split, back in gives_back.items() if not lossless_on(tokenizer, back)]
+    if is_closed_vocabulary(tokenizer):
+        notes.append(f"lossy tokenization: {tokenizer} is a closed vocabulary (words outside it become <unk>), "
+                     f"never compared with lossless schemes, also on a text it covers; bits per byte/char and "
+                     f"word perplexity are not comparable with theirs")
+    elif lossy:
+        notes.append(f"lossy tokenization: {tokenizer} cannot give back {', '.join(lossy)} (the text is "
+                     f"normalised); bits per byte/char and word perplexity are not comparable with lossless "
+                     f"schemes")
     unverified = [s for s, status in data_status.items() if status == "unverified"]
     if "train" in unverified:  # the weights and the tokenizer come from it, whatever split is scored
         notes.append("unverified data: trained on a train split that is not the official file")

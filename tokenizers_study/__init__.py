@@ -9,8 +9,8 @@ True
 from tokenizers_study.base import SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
 from tokenizers_study.registry import (FAMILIES, is_closed_vocabulary, is_pretrained, lattice_forms, load_tokenizer,
-                                       parse_scheme, scheme_forms, scheme_sort_key, sweep_point, tokenizer_from_bytes,
-                                       train_tokenizer)
+                                       lossless_on, parse_scheme, read_scheme, scheme_forms, scheme_sort_key,
+                                       split_scheme_name, sweep_point, tokenizer_from_bytes, train_tokenizer)
 
 __all__ = [
     "FAMILIES",
@@ -21,9 +21,12 @@ __all__ = [
     "is_pretrained",
     "lattice_forms",
     "load_tokenizer",
+    "lossless_on",
     "parse_scheme",
+    "read_scheme",
     "scheme_forms",
     "scheme_sort_key",
+    "split_scheme_name",
     "sweep_point",
     "tokenizer_from_bytes",
     "train_tokenizer",

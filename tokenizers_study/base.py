@@ -27,6 +27,7 @@ import numpy as np
 from tokenizers_study.text import UNDECODABLE, char_byte_offsets, text_bytes
 
 FORMAT_VERSION = 1
+TRAITS = ("family", "title", "min_size", "lossless_scheme", "sort_rank", "swept", "pretrained")  # declared by every scheme
 BOS = "<bos>"
 DECODE_BLOCK = 1 << 18  # tokens gathered at once by table_text
 
@@ -61,17 +62,19 @@ class Tokenizer(ABC):
     """Base class of all schemes. Subclasses implement ``_train``, ``_encode``,
     ``decode``, ``vocab_size`` and the JSON state."""
 
-    family: ClassVar[str]
-    min_size: ClassVar[int | None] = None  # None: the scheme takes no size
-    min_size_why: ClassVar[str] = ""
-    # What the report and the planner read of a scheme (never its name):
-    # False: a closed vocabulary, whose unknown words decode as <unk> (word:N); the report puts its runs in the
-    # closed-vocabulary table and figure
-    lossless_scheme: ClassVar[bool] = True
-    sort_rank: ClassVar[int] = 9  # where its runs come in tables, legends and colours (then by size): after ours
-    swept: ClassVar[bool] = False  # True: each size N is a point of the report's vocabulary sweep, a line per family
+    # The traits: what the report and the planner read of a scheme (never its name). Every scheme declares each
+    # of TRAITS itself or through a base of its own; registering one that does not is refused (registry.py).
+    family: ClassVar[str]  # its name, before the ":" of a scheme name
+    title: ClassVar[str]  # what it is in words, for captions and legends: "byte-level BPE"
+    min_size: ClassVar[int | None]  # the least vocabulary size N of family:N; None: the scheme takes no size
+    min_size_why: ClassVar[str] = ""  # why N is at least min_size, for the error
+    # False: a closed vocabulary, whose unknown words decode as <unk> (word:N): its runs are never compared with
+    # other tokenizations' (registry.lossless_on) and go to the report's closed-vocabulary table and figure
+    lossless_scheme: ClassVar[bool]
+    sort_rank: ClassVar[int]  # where its runs come in tables, legends and colours (then by size)
+    swept: ClassVar[bool]  # True: each size N is a point of the report's vocabulary sweep, a line per family
+    pretrained: ClassVar[bool]  # True: loaded from a file (the scheme's path), never trained here
     library: ClassVar[str | None] = None  # the package that trains or runs it, if not this one
-    pretrained: ClassVar[bool] = False  # True: loaded from a file (the scheme's path), never trained here
     # Characters the underlying library cannot take; they are encoded as byte tokens.
     escape_pattern: ClassVar[re.Pattern | None] = None
 

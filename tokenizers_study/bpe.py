@@ -51,8 +51,11 @@ def split_lines(text: str) -> list[str]:
 
 class BPETokenizer(Tokenizer):
     family = "bpe"
+    title = "byte-level BPE"
+    lossless_scheme = True
     sort_rank = 2
     swept = True
+    pretrained = False
     library = "tokenizers"
     min_size = 257
     min_size_why = "256 byte symbols plus <bos>"

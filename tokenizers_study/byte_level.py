@@ -11,7 +11,12 @@ from tokenizers_study.text import decode_bytes, text_bytes
 
 class ByteTokenizer(Tokenizer):
     family = "byte"
+    title = "bytes"
+    min_size = None
+    lossless_scheme = True
     sort_rank = 0
+    swept = False
+    pretrained = False
 
     @classmethod
     def sweep_point(cls, spec: SchemeSpec) -> tuple[str, int]:

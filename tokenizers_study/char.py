@@ -27,7 +27,12 @@ def _is_surrogate(cp: int) -> bool:
 
 class CharTokenizer(Tokenizer):
     family = "char"
+    title = "Unicode characters"
+    min_size = None
+    lossless_scheme = True
     sort_rank = 1
+    swept = False
+    pretrained = False
 
     def __init__(self, spec: SchemeSpec, chars: np.ndarray):
         super().__init__(spec)

@@ -38,6 +38,12 @@ def read_pretrained(spec: SchemeSpec, name: str) -> bytes:
 
 
 class _Pretrained(Tokenizer):
+    # A file trained elsewhere: named by its path, not a size; lossless unless it normalises the text, which is
+    # measured on each scored text (registry.lossless_on)
+    min_size = None
+    lossless_scheme = True
+    sort_rank = 9  # after the schemes trained here
+    swept = False
     pretrained = True
     escape_pattern = re.compile(r"[\udc80-\udcff]+")  # undecodable bytes: spelled in byte tokens where possible
 
@@ -70,6 +76,7 @@ class _Pretrained(Tokenizer):
 
 class HFTokenizerFile(_Pretrained):
     family = "hf"
+    title = "a Hugging Face tokenizer file"
     library = "tokenizers"
 
     def __init__(self, spec: SchemeSpec, tokenizer_json: str):
@@ -183,6 +190,7 @@ class HFTokenizerFile(_Pretrained):
 
 class SentencePieceModelFile(_Pretrained):
     family = "spm"
+    title = "a SentencePiece model file"
     library = "sentencepiece"
 
     def __init__(self, spec: SchemeSpec, model: bytes):

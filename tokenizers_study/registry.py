@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tokenizers_study.base import FORMAT_VERSION, SchemeSpec, Tokenizer
+from tokenizers_study.base import FORMAT_VERSION, TRAITS, SchemeSpec, Tokenizer
 from tokenizers_study.bpe import BPETokenizer
 from tokenizers_study.byte_level import ByteTokenizer
 from tokenizers_study.char import CharTokenizer
@@ -19,7 +19,40 @@ from tokenizers_study.pretrained import HFTokenizerFile, SentencePieceModelFile
 from tokenizers_study.sentencepiece_schemes import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer
 from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
 
-FAMILIES: Registry[type[Tokenizer]] = Registry("tokenization scheme", TokenizerError, [
+class SchemeRegistry(Registry[type[Tokenizer]]):
+    """The scheme families by name; a family is checked as it is registered, so that a class with a missing or
+    contradictory trait fails at once, in one line, instead of getting a default the report would trust."""
+
+    def register(self, name: str, family: type[Tokenizer]) -> type[Tokenizer]:
+        if problem := trait_problem(name, family):
+            raise TokenizerError(f"tokenization scheme {name!r}: {family.__name__} {problem}")
+        return super().register(name, family)
+
+
+def trait_problem(name: str, family: type[Tokenizer]) -> str | None:
+    """What is wrong with a scheme class's traits (base.TRAITS), or None."""
+    if missing := [trait for trait in TRAITS if not hasattr(family, trait)]:
+        return (f"declares no {' and no '.join(missing)}; every scheme declares each of {', '.join(TRAITS)} "
+                f"(see tokenizers_study.base.Tokenizer)")
+    if not isinstance(family.title, str) or not family.title:
+        return "needs a title: what the scheme is in words, for captions (\"byte-level BPE\")"
+    if family.family != name:
+        return f"is registered as {name!r} but its family is {family.family!r}: register it under its family"
+    if not name or any(c in name for c in ": \t\n"):
+        return "needs a family name without ':' or whitespace (a scheme is written family:N)"
+    if family.pretrained and family.min_size is not None:
+        return "is pretrained (named by its file's path) and so takes no size: set min_size = None"
+    if family.swept and family.min_size is None:
+        return "is swept over vocabulary sizes but takes no size: set min_size, or swept = False"
+    if family.min_size is not None and not family.min_size_why:
+        return "sets min_size without min_size_why (the error a too small N gets)"
+    if not isinstance(family.sort_rank, int) or not all(isinstance(getattr(family, t), bool) for t in
+                                                        ("lossless_scheme", "swept", "pretrained")):
+        return "needs an integer sort_rank and True or False for lossless_scheme, swept and pretrained"
+    return None
+
+
+FAMILIES = SchemeRegistry("tokenization scheme", TokenizerError, [
     (cls.family, cls)
     for cls in (
         ByteTokenizer,
@@ -43,8 +76,14 @@ def scheme_forms() -> str:
 MOST_SIZE = 2**31 - 1
 
 
+def split_scheme_name(name: str) -> tuple[str, str]:
+    """'bpe:4096' -> ('bpe', '4096'), 'hf:a:b' -> ('hf', 'a:b'): the one place a scheme name's text is cut."""
+    family, _, argument = name.strip().partition(":")
+    return family, argument
+
+
 def parse_scheme(name: str) -> SchemeSpec:
-    family, _, size_text = name.strip().partition(":")
+    family, size_text = split_scheme_name(name)
     if family not in FAMILIES:
         raise TokenizerError(FAMILIES.unknown(family, known=scheme_forms()))
     cls = FAMILIES[family]
@@ -66,12 +105,6 @@ def parse_scheme(name: str) -> SchemeSpec:
     return SchemeSpec(family, size)
 
 
-def is_pretrained(scheme: str) -> bool:
-    """Whether a scheme name names a tokenizer file (hf:PATH, spm:PATH) rather than a scheme trained here."""
-    family = scheme.strip().partition(":")[0]
-    return family in FAMILIES and FAMILIES[family].pretrained
-
-
 def lattice_forms() -> str:
     """The schemes whose segmentations can be enumerated (``bench eval --marginal``): each token stands for the
     same bytes wherever it occurs, a table of them (``_id_bytes``) that ``segmentations.piece_table`` reads."""
@@ -79,27 +112,54 @@ def lattice_forms() -> str:
 
 
 # A scheme name read back from results was checked when its run was made: these read its family's traits without
-# parse_scheme's checks, and a family no longer registered has the traits of the base class.
+# parse_scheme's checks; a family no longer registered (a plug-in not imported) is an open vocabulary trained
+# here, after every registered scheme.
+UNREGISTERED_RANK = 99
+
+
+def read_scheme(name: str) -> tuple[SchemeSpec, type[Tokenizer] | None]:
+    """A recorded scheme name as its spec and its family's class (None where no longer registered)."""
+    family, argument = split_scheme_name(name)
+    cls = FAMILIES.get(family)
+    if cls is not None and cls.pretrained:
+        return SchemeSpec(family, path=argument), cls
+    return SchemeSpec(family, int(argument) if argument.isdigit() else None), cls
+
 
 def scheme_sort_key(name: str) -> tuple:
     """Where a scheme's runs come in tables, legends and colours: its family's sort rank, then its size."""
-    family, _, size = name.partition(":")
-    rank = FAMILIES[family].sort_rank if family in FAMILIES else Tokenizer.sort_rank
-    return rank, int(size) if size.isdigit() else 0, name
+    spec, cls = read_scheme(name)
+    return cls.sort_rank if cls else UNREGISTERED_RANK, spec.size or 0, name
+
+
+def is_pretrained(name: str) -> bool:
+    """Whether a scheme name names a tokenizer file (hf:PATH, spm:PATH) rather than a scheme trained here."""
+    cls = read_scheme(name)[1]
+    return cls is not None and cls.pretrained
 
 
 def is_closed_vocabulary(name: str) -> bool:
-    """Whether the scheme decodes words outside its vocabulary as <unk> (word:N)."""
-    family = name.strip().partition(":")[0]
-    return family in FAMILIES and not FAMILIES[family].lossless_scheme
+    """Whether the scheme decodes words outside its vocabulary as <unk> (word:N): its class's trait."""
+    cls = read_scheme(name)[1]
+    return cls is not None and not cls.lossless_scheme
+
+
+def lossless_on(name: str, gives_text_back: bool) -> bool:
+    """The one rule of "lossy": whether a run's numbers on a text compare with other tokenizations' there.
+
+    They do when the scheme's vocabulary is open (its class's ``lossless_scheme``) and decoding gave that text
+    back (measured where it is scored: a tokenizer file that normalises is lossy on some texts only). A closed
+    vocabulary is never compared, not even on a text it happens to cover: its model gives no probability to a
+    word outside its vocabulary, so the same corpus's next text could have no code length at all. Every decision
+    of the report, the comparisons, the figures and the results' comparability is this function's.
+    """
+    return gives_text_back and not is_closed_vocabulary(name)
 
 
 def sweep_point(name: str) -> tuple[str, int] | None:
     """Where the scheme's runs sit in the vocabulary sweep, (line, vocabulary size); None: not swept."""
-    family, _, size = name.strip().partition(":")
-    if family not in FAMILIES or FAMILIES[family].pretrained:
-        return None
-    return FAMILIES[family].sweep_point(SchemeSpec(family, int(size) if size.isdigit() else None))
+    spec, cls = read_scheme(name)
+    return None if cls is None or cls.pretrained else cls.sweep_point(spec)
 
 
 def train_tokenizer(scheme: str | SchemeSpec, text: str) -> Tokenizer:

@@ -46,7 +46,9 @@ class _SentencePieceTokenizer(Tokenizer):
     model_type: str
     min_size = 300
     min_size_why = "256 byte pieces, <unk>, <bos> and some learned pieces"
+    lossless_scheme = True
     swept = True
+    pretrained = False
     escape_pattern = re.compile(r"[\udc80-\udcff\u2581]+")
 
     def __init__(self, spec: SchemeSpec, model_proto: bytes, sample: dict | None = None):
@@ -167,11 +169,13 @@ class _SentencePieceTokenizer(Tokenizer):
 
 class SentencePieceBPETokenizer(_SentencePieceTokenizer):
     family = "sp-bpe"
+    title = "SentencePiece BPE"
     sort_rank = 3
     model_type = "bpe"
 
 
 class SentencePieceUnigramTokenizer(_SentencePieceTokenizer):
     family = "sp-unigram"
+    title = "SentencePiece unigram"
     sort_rank = 4
     model_type = "unigram"

@@ -25,7 +25,7 @@ import re
 import sys
 from collections import Counter
 from functools import cached_property
-from typing import ClassVar, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -69,26 +69,29 @@ def whitespace_characters() -> list[str]:
 
 
 class _WordTokenizer(Tokenizer):
-    open_vocabulary: ClassVar[bool]
+    min_size = 1
+    min_size_why = "at least one word"
+    swept = False
+    pretrained = False
 
     def __init__(self, spec: SchemeSpec, words: list[str], whitespace: list[str]):
         super().__init__(spec)
         # In the closed vocabulary the word <unk> *is* the unknown token (id 1), not a second entry.
-        self.words = [w for w in words if self.open_vocabulary or w != UNK]
+        self.words = [w for w in words if self.lossless_scheme or w != UNK]
         self.whitespace = list(whitespace)  # single characters first, then learned runs
         self._build()
 
     def _build(self) -> None:
-        specials = [BOS, OOV if self.open_vocabulary else UNK]
+        specials = [BOS, OOV if self.lossless_scheme else UNK]
         self.n_specials = len(specials)
         self.byte_base = len(specials)
-        n_bytes = 256 if self.open_vocabulary else 0
+        n_bytes = 256 if self.lossless_scheme else 0
         self.ws_base = self.byte_base + n_bytes
         self.word_base = self.ws_base + len(self.whitespace)
         self.ws_ids = {w: self.ws_base + i for i, w in enumerate(self.whitespace)}
         self.word_ids = {w: self.word_base + i for i, w in enumerate(self.words)}
         self.max_run = max(len(w) for w in self.whitespace)
-        if not self.open_vocabulary:
+        if not self.lossless_scheme:
             self.word_ids[UNK] = 1
         self._vocab_size = self.word_base + len(self.words)
 
@@ -178,7 +181,7 @@ class _WordTokenizer(Tokenizer):
             if starts_word:
                 lengths[k] = int(after_word)
                 after_word = True
-                if i == 1 and self.open_vocabulary:
+                if i == 1 and self.lossless_scheme:
                     in_spelling = True
                 else:
                     lengths[k] += len(text_bytes(surface[i]))
@@ -197,7 +200,7 @@ class _WordTokenizer(Tokenizer):
             table[i] = w
         for i, w in enumerate(self.words):
             table[self.word_base + i] = w
-        if not self.open_vocabulary:
+        if not self.lossless_scheme:
             table[1] = UNK
         return table
 
@@ -217,7 +220,7 @@ class _WordTokenizer(Tokenizer):
                 in_spelling = False
             if i == 0:
                 continue
-            if i >= self.word_base or (i == 1 and not self.open_vocabulary):
+            if i >= self.word_base or (i == 1 and not self.lossless_scheme):
                 if after_word:
                     out.append(" ")
                 out.append(surface[i])
@@ -237,11 +240,9 @@ class _WordTokenizer(Tokenizer):
 
 class WordTokenizer(_WordTokenizer):
     family = "word"
+    title = "closed-vocabulary words"
+    lossless_scheme = False  # a closed vocabulary: unknown words decode as <unk>
     sort_rank = 6
-    min_size = 1
-    min_size_why = "at least one word"
-    open_vocabulary = False
-    lossless_scheme = False
 
     @property
     def unk_id(self) -> int:
@@ -280,10 +281,9 @@ class WordTokenizer(_WordTokenizer):
 
 class OpenWordTokenizer(_WordTokenizer):
     family = "word-open"
+    title = "open-vocabulary words"
+    lossless_scheme = True  # an open vocabulary: unknown words are spelled in bytes
     sort_rank = 5
-    min_size = 1
-    min_size_why = "at least one word"
-    open_vocabulary = True
 
     def byte_id(self, value: int) -> int:
         return self.byte_base + value

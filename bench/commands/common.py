@@ -76,12 +76,11 @@ def each_once(values: list[str] | tuple[str, ...], option: str) -> None:
 def split_schemes(text: str) -> tuple[str, ...]:
     """A comma-separated list of schemes, where an ``hf:`` or ``spm:`` path may itself hold commas: a piece that
     does not begin with a scheme's family continues the path before it."""
-    from tokenizers_study import FAMILIES
+    from tokenizers_study import FAMILIES, is_pretrained, split_scheme_name
 
     schemes: list[str] = []
     for piece in text.split(","):
-        previous = FAMILIES.get(schemes[-1].strip().partition(":")[0]) if schemes else None
-        if previous is not None and previous.pretrained and piece.strip().partition(":")[0] not in FAMILIES:
+        if schemes and is_pretrained(schemes[-1]) and split_scheme_name(piece)[0] not in FAMILIES:
             schemes[-1] += "," + piece
         else:
             schemes.append(piece)

@@ -10,6 +10,7 @@ import typer
 
 from bench.commands.common import data_dir_option, echo_err
 from bench.errors import BenchError
+from bench.metrics import figure_metrics
 
 PLAN_COLUMNS = ["phase", "status", "vocab", "params_total", "bptt", "train_tokens", "train_chars", "train_flops", "run",
                 "problem"]
@@ -93,8 +94,8 @@ def run_matrix_command(
 def report_command(
     results: Path = typer.Argument(..., metavar="RESULTS_DIR", help="A matrix's results folder (its run folders)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<matrix name>)."),
-    metric: str = typer.Option("byte", "--metric", help="The loss every figure draws: byte (bits per byte) or char "
-                               "(bits per character). The tables show both."),
+    metric: str = typer.Option("byte", "--metric", help="The loss every figure draws: " + ", ".join(
+        f"{m.name} ({m.unit})" for m in figure_metrics()) + ". The tables show every metric."),
 ) -> None:
     """Write report.md, a self-contained report.html and every figure (PNG and SVG) from a matrix's results."""
     from bench.study.report import build_report

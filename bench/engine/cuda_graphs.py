@@ -35,6 +35,7 @@ import torch
 
 from bench.engine.device import device_here
 from bench.engine.distributed import Ranks
+from bench.engine.precision import auto_precision
 from bench.errors import BenchError
 from bench.models.common import State
 
@@ -69,7 +70,7 @@ def check_cuda_graphs(train, has_rnn: bool) -> None:
         return  # another machine's device: checked where the run executes
     if device.type != "cuda":
         raise BenchError(_not_cuda(device.type))
-    if train.precision == "auto" and has_rnn:
+    if train.precision == "auto" and auto_precision(device.type, has_rnn) == "float16":
         raise BenchError(_float16(" (precision auto is float16 on CUDA for a model with LSTMs)"))
 
 

@@ -284,7 +284,7 @@ def _result(settings: HFEvalSettings, identity: PretrainedIdentity, lm: Pretrain
     from bench.provenance import comparability, git_commit, library_versions, machine
 
     folder, split, model = Path(settings.model_dir), identity.split, lm.inner
-    comparable, notes = comparability(f"hf:{folder.name}", [] if metrics.lossless else [settings.split],
+    comparable, notes = comparability(f"hf:{folder.name}", {settings.split: metrics.lossless},
                                       {settings.split: split.status})
     notes.append("pretrained elsewhere, on data this toolkit does not know: the scored text may have been seen")
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

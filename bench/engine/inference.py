@@ -132,7 +132,7 @@ def evaluate_checkpoint(path: str | Path, split: str = "test", data_dir: str | P
     # result unverified even when the evaluated split is the official file.
     trained_on = loaded.payload.get("data", {}).get("train")
     verified = split_data.verified and bool(trained_on and trained_on.get("verified"))
-    comparable, notes = comparability(loaded.tokenizer.spec.name, [] if lossless else [split],
+    comparable, notes = comparability(loaded.tokenizer.spec.name, {split: lossless},
                                       {split: split_data.status, "train": trained_on and trained_on.get("status")})
     return CheckpointEvaluation(
         checkpoint=str(path), split=split, corpus=loaded.spec.dataset, tokenizer=loaded.tokenizer.spec.name,

@@ -13,6 +13,10 @@ float16     fp16 autocast and a loss scaler; LSTMs in  fp16 autocast and a loss 
 auto        float32                                    float16 for a model with LSTMs, else bfloat16
 ==========  =========================================  ==================================================
 
+"LSTMs" is every recurrent module of the model (any ``nn.RNNBase``: LSTM, GRU, RNN), whatever family holds it:
+:func:`plan_precision` wraps each one's forward, so that inside :meth:`Precision.active` with ``lstm_float32`` it
+runs in float32 outside autocast; no family has to call a helper for it.
+
 Why LSTMs are treated apart: PyTorch's autocast wrapper of cuDNN's RNNs casts them to float16 whatever dtype
 autocast was given, so under bf16 autocast an LSTM would run in float16 without the loss scaling float16 needs;
 and oneDNN runs bf16 or fp16 LSTMs only on CPUs with the instructions for them (AVX-512 BF16, AVX-512 FP16), a
@@ -24,6 +28,7 @@ the dtypes at each module family's inputs, weights and outputs during a step.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from dataclasses import dataclass
 
@@ -31,7 +36,6 @@ import torch
 import torch.nn as nn
 
 from bench.errors import BenchError
-from bench.models.common import lstms_in_float32
 
 DTYPES = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -59,8 +63,12 @@ class Precision:
         if self.autocast is None:
             yield
             return
-        with lstms_in_float32(self.lstm_float32), torch.autocast(device_type=device.type, dtype=self.autocast):
-            yield
+        token = _RNNS_IN_FLOAT32.set(self.lstm_float32)
+        try:
+            with torch.autocast(device_type=device.type, dtype=self.autocast):
+                yield
+        finally:
+            _RNNS_IN_FLOAT32.reset(token)
 
     def grad_scaler(self, device: torch.device) -> torch.amp.GradScaler | None:
         return torch.amp.GradScaler(device.type) if self.loss_scaling else None
@@ -75,14 +83,24 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def has_rnn(model: nn.Module) -> bool:
-    """Whether ``model`` has modules the policy treats apart: its family's ``rnn_types`` (a bare module: cuDNN's)."""
-    return any(isinstance(m, getattr(model, "rnn_types", nn.RNNBase)) for m in model.modules())
+    """Whether ``model`` has modules the policy treats apart: any recurrent module (``nn.RNNBase``)."""
+    return any(isinstance(m, nn.RNNBase) for m in model.modules())
+
+
+def auto_precision(device_type: str, with_rnn: bool) -> str:
+    """What ``precision = auto`` means, decided here only: float32 off CUDA; on CUDA float16 for a model with
+    recurrent modules (cuDNN's float16 RNNs, the reference's recipe), else bfloat16."""
+    if device_type != "cuda":
+        return "float32"
+    return "float16" if with_rnn else "bfloat16"
 
 
 def plan_precision(setting: str, lstm_setting: str, device: torch.device, model: nn.Module) -> Precision:
-    """The precision a run on ``device`` runs in (see the module's table); refuses what cannot run here."""
+    """The precision a run on ``device`` runs in (see the module's table); refuses what cannot run here. Every
+    recurrent module of ``model`` is made to follow the plan's rule for them (:func:`follow_rnn_rule`)."""
+    follow_rnn_rule(model)
     if setting == "auto":
-        setting = "float32" if device.type != "cuda" else ("float16" if has_rnn(model) else "bfloat16")
+        setting = auto_precision(device.type, has_rnn(model))
     dtype = DTYPES[setting]
     if dtype is None:
         return FLOAT32
@@ -105,6 +123,39 @@ def check_precision(setting: str, lstm_setting: str, device_name: str) -> None:
     if device is None:
         return  # another machine's device: checked where the run executes
     plan_precision(setting, lstm_setting, device, nn.LSTM(1, 1))
+
+
+# Set by Precision.active: the recurrent modules leave autocast and run in float32.
+_RNNS_IN_FLOAT32: contextvars.ContextVar[bool] = contextvars.ContextVar("rnns_in_float32", default=False)
+
+
+def follow_rnn_rule(model: nn.Module) -> None:
+    """Wrap the forward of every recurrent module of ``model`` (once): inside an active plan with
+    ``lstm_float32``, under autocast, it runs in float32 with autocast off (its input and state cast up; its
+    weights are float32 parameters). The module's state_dict is unchanged."""
+    for rnn in model.modules():
+        if isinstance(rnn, nn.RNNBase) and "forward" not in vars(rnn):
+            rnn.forward = _float32_under_plan(rnn.forward)
+
+
+def _float32_under_plan(forward):
+    @functools.wraps(forward)
+    def wrapped(input: torch.Tensor, hx=None):
+        device = input.device.type
+        if not (_RNNS_IN_FLOAT32.get() and torch.is_autocast_enabled(device)):
+            return forward(input, hx)
+        with torch.autocast(device, enabled=False):
+            return forward(input.float(), _float(hx))
+
+    return wrapped
+
+
+def _float(state):
+    if state is None:
+        return None
+    if isinstance(state, torch.Tensor):
+        return state.float()
+    return type(state)(_float(s) for s in state)
 
 
 @functools.cache

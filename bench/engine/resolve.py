@@ -21,7 +21,7 @@ from bench.data.facts import DataFacts
 from bench.engine.budget import Budget, epoch_tokens, mean_step_tokens
 from bench.engine.spec import RunSpec, TrainConfig, allowed_keys
 from bench.errors import BenchError
-from tokenizers_study import is_pretrained
+from tokenizers_study import read_scheme
 
 
 MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a budget beyond is a typo
@@ -78,8 +78,9 @@ class ResolvedRun:
         spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
         spec["overrides"] = {k: v for k, v in spec["overrides"].items()
                              if k not in (*EXECUTION, "init_from")}
-        if is_pretrained(spec["tokenizer"]):  # a pretrained tokenizer is its file, whose sha256 is in the data's
-            spec["tokenizer"] = spec["tokenizer"].partition(":")[0]  # identity: the path that names it is not
+        scheme, family = read_scheme(spec["tokenizer"])
+        if family is not None and family.pretrained:  # a pretrained tokenizer is its file, whose sha256 is in the
+            spec["tokenizer"] = scheme.family  # data's identity: the path that names it is not
         train = asdict(self.train)
         for name in EXECUTION:
             train.pop(name)

@@ -197,8 +197,8 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
 
     resolved, corpus, p = trainer.resolved, trainer.corpus, trainer.progress
     splits = corpus.encoded.splits
-    lossy = [s for s, ok in corpus.lossless.items() if not ok]
-    comparable, notes = comparability(trainer.tokenizer.spec.name, lossy, {s: d.status for s, d in splits.items()})
+    comparable, notes = comparability(trainer.tokenizer.spec.name, corpus.lossless,
+                                      {s: d.status for s, d in splits.items()})
     chars = p.chars
     model = trainer.model
     return RunResult(

@@ -38,7 +38,7 @@ from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, build_training_model, make_step
 from bench.engine.window import TrainingDiverged, TrainingWindow
 from bench.errors import BenchError
-from bench.metrics import normalize_counts
+from bench.metrics import comparable_metrics, normalize_counts
 from bench.models.common import detach_state, select_state, state_to
 from bench.run_files import BEST, CHECKPOINT, LOG
 
@@ -281,7 +281,7 @@ class Trainer:
         return (signal_name or "a signal to another process") if stops else None
 
     def validate(self) -> dict:
-        """Validation in bits per character and per byte, and the unigram floor of the same text."""
+        """Validation in every comparable metric (bench.metrics), and the unigram floor of the same text."""
         if self._validation is None:  # the same text at every validation: its floor is computed once
             ids, counts = self.corpus.validation_text(self.recipe.eval_max_chars, self.recipe.eval_max_tokens)
             unigram = unigram_log_probs(self.corpus.encoded.ids["train"], self.tokenizer.vocab_size,
@@ -291,9 +291,8 @@ class Trainer:
         ids, counts, floor = self._validation
         result = self.scorer().score(ids)
         metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
-        return {"valid_bits_per_char": metrics["bits_per_char"], "valid_bits_per_byte": metrics["bits_per_byte"],
-                "valid_loss": result.mean_nll, "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"],
-                "valid_floor_bits_per_char": floor}
+        return {**{f"valid_{m.key}": metrics[m.key] for m in comparable_metrics()}, "valid_loss": result.mean_nll,
+                "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"], "valid_floor_bits_per_char": floor}
 
     # ---- the loop ---------------------------------------------------------------------------
 

@@ -9,8 +9,6 @@ Transformer's window of previous tokens. ``None`` means "start of a document".
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from typing import Any, ClassVar
 
 import torch
@@ -45,9 +43,6 @@ class LanguageModel(nn.Module):
     window_setting: ClassVar[str | None] = None
     # The submodule types ``compile_parts`` compiles: the parts without recurrence (LSTMs stay eager).
     parts_to_compile: ClassVar[tuple[type[nn.Module], ...]] = ()
-    # The module types the precision policy treats apart (cuDNN's RNNs: float16 under `auto` on CUDA, float32
-    # outside autocast by lstm_precision); the device flattens the weights of every cuDNN RNN.
-    rnn_types: ClassVar[tuple[type[nn.Module], ...]] = (nn.RNNBase,)
     # How figures draw the family (matplotlib); the diamond "D" and the dotted line are a pretrained model's.
     marker: ClassVar[str]
     linestyle: ClassVar[str] = "-"
@@ -164,31 +159,14 @@ def state_to(state: State, device: torch.device | str) -> State:
     return type(state)(state_to(s, device) for s in state)
 
 
-# Set by the precision policy (bench.engine.precision): LSTMs leave autocast and run in float32.
-_LSTMS_IN_FLOAT32: contextvars.ContextVar[bool] = contextvars.ContextVar("lstms_in_float32", default=False)
-
-
-@contextlib.contextmanager
-def lstms_in_float32(enabled: bool):
-    token = _LSTMS_IN_FLOAT32.set(enabled)
-    try:
-        yield
-    finally:
-        _LSTMS_IN_FLOAT32.reset(token)
-
-
 def run_lstm(lstm: nn.LSTM, x: torch.Tensor, state, **weights) -> tuple[torch.Tensor, tuple]:
     """Run a batch-first ``nn.LSTM`` with a batch-first state ``(h, c)`` of shape [B, layers, H].
 
     ``nn.LSTM`` keeps its state as [layers, B, H] even with ``batch_first``; states
     here are batch-first everywhere so that checkpoints and row selection treat
-    every tensor alike. ``weights`` replace parameters for this call (weight drop).
-    Inside :func:`lstms_in_float32` the LSTM runs in float32 outside autocast.
+    every tensor alike. ``weights`` replace parameters for this call (weight drop). The precision policy's rule
+    for recurrent modules (bench.engine.precision) acts inside ``lstm`` itself.
     """
-    if _LSTMS_IN_FLOAT32.get() and torch.is_autocast_enabled(x.device.type):
-        with torch.autocast(x.device.type, enabled=False):
-            state = None if state is None else tuple(s.float() for s in state)
-            return run_lstm(lstm, x.float(), state, **{k: w.float() for k, w in weights.items()})
     if state is not None:
         state = tuple(s.transpose(0, 1).contiguous() for s in state)
     if weights:

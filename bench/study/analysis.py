@@ -38,7 +38,7 @@ class FinishedRun:
     @cached_property
     def log(self) -> list[dict]:
         """The run's log.jsonl, read once: the main table, the summary and three figures use it."""
-        from bench.engine.trainer import read_log_lines
+        from bench.engine.progress import read_log_lines
 
         path = self.run_dir / LOG
         if not path.is_file():

@@ -27,6 +27,7 @@ from bench.run_files import CELL, RESULT
 from bench.study.run_status import RunStatus
 from bench.study.report_tables import interval_text
 from bench.study.uncertainty import compare, holm
+from tokenizers_study import lossless_on
 
 
 @dataclass
@@ -96,7 +97,8 @@ def compare_runs(a: Path, b: Path) -> Compared:
     if odd:
         notes.append(f"NOT A NUMBER, left out: {'; '.join(odd)}: a value that is not a finite number has no "
                      f"difference to show")
-    lossy = [str(p) for p, t in zip((a, b), tests) if not t.lossless]
+    lossy = [str(path) for path, run, test in zip((a, b), runs, tests)
+             if not lossless_on(run.result.tokenizer.scheme, test.lossless)]
     if lossy:
         notes.append(f"NOT COMPARABLE: {', '.join(lossy)} scores a lossy tokenization (another, easier text)")
     return Compared(rows, ["metric", "A", "B", "A - B", "95% interval"], notes)
@@ -143,7 +145,8 @@ def compare_results(a: Path, b: Path) -> Compared:
                   for side in (side_a, side_b)]
         comparison = compare(values[0], values[1])
         comparisons.append(comparison)
-        lossless = all(run.result.metrics["test"].lossless for side in (side_a, side_b) for run in side.values())
+        lossless = all(lossless_on(run.result.tokenizer.scheme, run.result.metrics["test"].lossless)
+                       for side in (side_a, side_b) for run in side.values())
         rows.append({**{k: v for k, v in zip(keys, key) if k != FIRST_AFTER_AXES or v},
                      "seeds": f"{len(values[0])} / {len(values[1])}", f"A {bits_per_byte}": _mean(values[0]),
                      f"B {bits_per_byte}": _mean(values[1]), "A - B": round(comparison.difference, 4),

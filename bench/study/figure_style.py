@@ -15,8 +15,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from bench.errors import BenchError  # noqa: E402
-from bench.metrics import METRICS  # noqa: E402
+from bench.metrics import Metric, figure_metrics  # noqa: E402
 from bench.study.uncertainty import seed_interval  # noqa: E402
+from tokenizers_study import read_scheme  # noqa: E402
 from tokenizers_study import scheme_sort_key as tokenizer_order  # noqa: E402  (each scheme's class ranks it)
 
 plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axes.grid": True,
@@ -25,35 +26,40 @@ plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9, "axe
 
 @dataclass(frozen=True)
 class FigureMetric:
-    """The comparable loss the figures draw: a metric of bench.metrics.METRICS that every validation logs too."""
+    """The comparable loss the figures draw: a metric of bench.metrics.METRICS with a ``name``, which every
+    validation logs too."""
 
-    name: str  # "byte" or "char": bench report --metric
-    key: str  # "bits_per_byte": its entry of bench.metrics.METRICS
-    unit: str  # "bytes": the count of the text it is normalized by
+    metric: Metric
+
+    @property
+    def name(self) -> str:
+        return self.metric.name
 
     @property
     def label(self) -> str:
-        return METRICS[self.key].unit
+        return self.metric.unit
+
+    @property
+    def unit(self) -> str:
+        return self.metric.count
 
     def test(self) -> str:
-        return f"test_{self.key}"
+        return f"test_{self.metric.key}"
 
     def valid(self) -> str:
-        return f"valid_{self.key}"
+        return f"valid_{self.metric.key}"
 
     def count(self) -> str:
-        return f"test_n_{self.unit}"
-
-
-FIGURE_METRICS = {"byte": FigureMetric("byte", "bits_per_byte", "bytes"),
-                  "char": FigureMetric("char", "bits_per_char", "chars")}
+        return f"test_n_{self.metric.count}"
 
 
 def metric_named(name: str) -> FigureMetric:
-    if name not in FIGURE_METRICS:
-        choices = " or ".join(f"{m.name} ({m.label})" for m in FIGURE_METRICS.values())
-        raise BenchError(f"--metric {name!r}: give {choices}")
-    return FIGURE_METRICS[name]
+    """``bench report --metric``: a figure metric by its name ("byte") or key ("bits_per_byte")."""
+    for metric in figure_metrics():
+        if name in (metric.name, metric.key):
+            return FigureMetric(metric)
+    choices = ", ".join(f"{m.name} ({m.unit})" for m in figure_metrics())
+    raise BenchError(f"--metric {name!r}: give one of {choices}")
 
 
 def model_family(model: str) -> type:
@@ -66,16 +72,36 @@ def model_family(model: str) -> type:
 
 @dataclass(frozen=True)
 class FigureStyle:
-    """A report's colours (tokenization -> colour, fixed for all its figures) and metric."""
+    """A report's colours, fixed for all its figures, and its metric: a colour per tokenization family
+    (``family_colors``), and per tokenization (``colors``) that colour, lighter for a family's smaller sizes."""
 
     colors: dict
     metric: FigureMetric
+    family_colors: dict
 
     @classmethod
     def of(cls, tokenizers, metric: str = "byte") -> "FigureStyle":
         names = sorted(set(tokenizers), key=tokenizer_order)
-        cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
-        return cls({t: cmap(i % cmap.N) for i, t in enumerate(names)}, metric_named(metric))
+        members: dict[str, list[str]] = {}
+        for name in names:
+            members.setdefault(scheme_family(name), []).append(name)
+        cmap = plt.get_cmap("tab10" if len(members) <= 10 else "tab20")
+        family_colors = {family: cmap(i % cmap.N) for i, family in enumerate(members)}
+        colors = {}
+        for family, schemes in members.items():
+            base = np.array(matplotlib.colors.to_rgb(family_colors[family]))
+            for k, name in enumerate(schemes):  # in size order: the smallest the lightest, the largest the family's
+                light = FAMILY_SHADES * (len(schemes) - 1 - k) / max(len(schemes) - 1, 1)
+                colors[name] = (*(float(v) for v in base + (1 - base) * light), 1.0)
+        return cls(colors, metric_named(metric), family_colors)
+
+
+FAMILY_SHADES = 0.6  # how much lighter than its family's colour a family's smallest size is drawn
+
+
+def scheme_family(name: str) -> str:
+    """The family a tokenization's colour and sweep line come from: 'bpe' for 'bpe:4096'."""
+    return read_scheme(name)[0].family
 
 
 def style_for(df: pd.DataFrame, style: FigureStyle | None) -> FigureStyle:

@@ -1,8 +1,9 @@
 """The report's figures (matplotlib, no display needed). Each function returns a Figure.
 
-Conventions (bench.study.figure_style): one colour per tokenization, the same in every figure of a report; one
-marker and line style per model; hollow markers for lossy tokenizations; the report's flags (†, ‡, §) beside
-each tokenization in the legends; one metric, bits per byte or per character (``bench report --metric``); a
+Conventions (bench.study.figure_style): one colour per tokenization family, lighter for its smaller sizes, the
+same in every figure of a report; one marker and line style per model; hollow markers for lossy tokenizations
+(tokenizers_study.lossless_on); the report's flags (†, ‡, §) beside each tokenization in the legends; one metric
+of bench.metrics with a figure name (``bench report --metric``); a
 point is the mean over seeds with its 95% interval over seeds as an error bar (a band on curves).
 """
 
@@ -15,8 +16,8 @@ from matplotlib.figure import Figure
 from bench.errors import BenchError
 from bench.metrics import METRICS
 from bench.study.figure_style import (FigureStyle, NoData, errors_of, group_title, legend, log_axis, model_family,
-                                     plt, save, seed_means, style_for, text_groups, tokenizer_order)
-from tokenizers_study import is_closed_vocabulary, sweep_point
+                                     plt, save, scheme_family, seed_means, style_for, text_groups, tokenizer_order)
+from tokenizers_study import FAMILIES, is_closed_vocabulary, sweep_point
 
 __all__ = ["FigureStyle", "NoData", "attack_figure", "closed_vocabulary_figure", "compute_figure",
            "learning_curves_figure", "matching_figure", "save", "teacher_forcing_figure", "vocab_sweep_figure"]
@@ -106,16 +107,40 @@ def _attack_panels(left, right, df: pd.DataFrame, style: FigureStyle, lines: lis
     right.legend(fontsize=7, frameon=False, loc="upper left")
 
 
+def sweep_lines(tokenizers) -> dict[str, list[tuple[str, int]]]:
+    """The vocabulary sweep's lines: swept family -> its (tokenization, size) points, as each scheme's class
+    places them (bytes are byte-level BPE's 256 point)."""
+    lines: dict[str, list[tuple[str, int]]] = {}
+    for tokenizer in sorted(set(tokenizers), key=tokenizer_order):
+        if (point := sweep_point(tokenizer)) is not None:
+            lines.setdefault(point[0], []).append((tokenizer, point[1]))
+    return lines
+
+
+def sweep_caption(tokenizers) -> str:
+    """What the sweep's x axis is, from the swept schemes' traits: 'the vocabulary size of byte-level BPE (bpe:N;
+    byte is its 256 point)'."""
+    parts = []
+    for family, points in sweep_lines(tokenizers).items():
+        others = [f"{name} is its {size:,} point" for name, size in points if scheme_family(name) != family]
+        parts.append(f"{FAMILIES[family].title} ({FAMILIES[family].form()}" + "".join(f"; {o}" for o in others) + ")"
+                     if family in FAMILIES else family)
+    return "the vocabulary size of " + (" and of ".join(parts) if parts else "a swept tokenization family")
+
+
 def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Figure:
-    """The metric and per-token perplexity against the subword vocabulary size: one row of panels per text and
-    matching rule; a grey line per model and family through points in each tokenization's colour."""
+    """The metric and per-token perplexity against the vocabulary size: one row of panels per text and matching
+    rule; a line per model and swept family (the family's colour, the model's line style) through points in each
+    tokenization's colour."""
     style = style_for(df, style)
     metric = style.metric.test()
     points = df["tokenizer"].map(sweep_point)  # (line, size) as each scheme's class places it; bytes: BPE 256
     sizes = df[points.notna()].assign(family=points.dropna().str[0], size=points.dropna().str[1].astype(int))
-    if sizes[["family", "size"]].drop_duplicates().shape[0] < 3:  # a line through two points is not a trend
-        raise NoData("the matrix has fewer than three byte-level BPE vocabulary sizes (bytes count as 256; "
-                     "configs/attack.toml sweeps 512 to 32k); the main table compares the sizes it has")
+    per_line = sizes.groupby("family")["size"].nunique()
+    if per_line.empty or per_line.max() < 3:  # a line through two points is not a trend
+        swept = ", ".join(cls.form() for cls in FAMILIES.values() if cls.swept)
+        raise NoData(f"the matrix has fewer than three vocabulary sizes of any swept tokenization ({swept}; "
+                     f"configs/attack.toml sweeps bpe:N from 512 to 32k); the main table compares the sizes it has")
     groups = text_groups(sizes)
     fig, axes = plt.subplots(len(groups), 2, figsize=(10, 3.8 * len(groups)), squeeze=False)
     for (left, right), (key, group) in zip(axes, groups):
@@ -123,8 +148,8 @@ def vocab_sweep_figure(df: pd.DataFrame, style: FigureStyle | None = None) -> Fi
                            by=("model", "family", "size", "tokenizer")).sort_values("size")
         for (model, family), line in cells.groupby(["model", "family"], sort=True):
             for ax, column in ((left, metric), (right, "test_token_perplexity")):
-                ax.plot(line["size"], line[column], color="0.55", ls=model_family(model).linestyle, lw=1,
-                        label=f"{model} {family}")
+                ax.plot(line["size"], line[column], color=style.family_colors.get(scheme_family(family), "0.55"),
+                        ls=model_family(model).linestyle, lw=1, label=f"{model} {family}")
                 _points(ax, line, "size", column, style)
         for ax in (left, right):
             ax.set_xscale("log", base=2)

@@ -7,6 +7,7 @@ import pandas as pd
 from bench.data.corpora import SPLITS
 from bench.study.pretrained import PRETRAINED
 from bench.run_files import on_other_data
+from tokenizers_study import lossless_on
 
 FLAG_NOTES = {
     "†": "unverified data: a split of this run does not match the official file",
@@ -27,7 +28,7 @@ def run_flags(row) -> str:
     flags = ""
     if "unverified" in statuses:
         flags += "†"
-    if str(row.get("test_lossless", "")).lower() == "false":
+    if not lossless_on(str(row["tokenizer"]), str(row.get("test_lossless", "")).lower() != "false"):
         flags += "‡"
     if "user" in statuses:
         flags += "§"

@@ -24,7 +24,7 @@ from bench.engine.spec import RunSpec, validate_spec
 from bench.errors import USER_ERRORS, BenchError
 from bench.run_files import run_folder_name
 from bench.study.config import MatrixConfig, read_config
-from tokenizers_study import is_pretrained
+from tokenizers_study import read_scheme
 
 CORE_AXES = ("model", "preset", "tokenizer", "dataset", "seed", "match")
 # rule -> (the [budget] key that is held equal, the [context] key that is held equal)
@@ -105,9 +105,9 @@ def _validated_cell_spec(config: MatrixConfig, cell: dict, phase: dict | None) -
 
 def _pretrained_path(scheme: str, config_dir: Path) -> str:
     """A pretrained tokenizer's path (hf:PATH, spm:PATH) is relative to the config file, like corpora's."""
-    family, _, path = scheme.partition(":")
-    if is_pretrained(scheme) and path and not Path(path).is_absolute():
-        return f"{family}:{config_dir / path}"
+    spec, family = read_scheme(scheme)
+    if family is not None and family.pretrained and spec.path and not Path(spec.path).is_absolute():
+        return dataclasses.replace(spec, path=str(config_dir / spec.path)).name
     return scheme
 
 

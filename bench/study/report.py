@@ -32,11 +32,12 @@ from bench.study.export import export_table
 from bench.study.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.flags import flag_legend, run_flags
 from bench.study.report_appendix import definitions_section, provenance_section
-from bench.study.report_tables import (TEXT_INTERVAL, closed_vocabulary_rows, main_columns, main_table, marginal_rows,
-                                       matching_rows, paired_rows, power_line, pretrained_rows)
+from bench.study.report_tables import (TEXT_INTERVAL, closed_vocabulary_rows, covering_closed_vocabularies,
+                                       main_columns, main_table, marginal_rows, matching_rows, paired_rows, power_line,
+                                       pretrained_rows)
 from bench.study.run_status import RunStatus
 from bench.study.runs_table import read_runs_table
-from tokenizers_study import FAMILIES
+from tokenizers_study import FAMILIES, lossless_on
 
 
 @dataclass
@@ -72,7 +73,8 @@ def load_study(results_dir: Path) -> Study:
         raise BenchError(f"{results_dir}: no finished run was scored on the test split (final_eval_splits = valid); "
                          f"the report compares test numbers: score them with bench eval RUN --split test")
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
-    done["lossless_bool"] = done["test_lossless"].astype(str).str.lower() == "true"
+    done["lossless_bool"] = [lossless_on(str(tokenizer), str(back).lower() == "true")  # the one rule of "lossy"
+                             for tokenizer, back in zip(done["tokenizer"], done["test_lossless"])]
     done["flags"] = [run_flags(r) for _, r in done.iterrows()]
     trained = done["run_dir"].map(lambda run_dir: runs_table.runs[run_dir].result.kind == TRAINED)
     pretrained, done = done[~trained], done[trained].copy()
@@ -202,9 +204,9 @@ def _attack_and_sweep_sections(doc: ReportPage, study: Study, out: Path, compres
     doc.para(_attack_sentence(done))
     doc.heading("2. Vocabulary sweep")
     _figure(doc, lambda: figures.vocab_sweep_figure(done, style), out, "2-vocabulary-sweep",
-            f"{metric.capitalize()} and per-token perplexity against the byte-level BPE vocabulary size, one row "
-            "of panels per text and matching rule (means over seeds, bars: 95% interval over seeds); the byte runs "
-            "are the 256 point (byte-level BPE with no merges).")
+            f"{metric.capitalize()} and per-token perplexity against {figures.sweep_caption(done['tokenizer'])}, one "
+            "row of panels per text and matching rule, a line per model and family (means over seeds, bars: 95% "
+            "interval over seeds).")
 
 
 def _word_sections(doc: ReportPage, study: Study, out: Path, profiles: dict, unk: dict, style: FigureStyle) -> None:
@@ -238,6 +240,10 @@ def _word_sections(doc: ReportPage, study: Study, out: Path, profiles: dict, unk
              "place of every word outside its vocabulary, so it never pays for spelling those words; its word "
              "perplexity is the cost of a different, easier text. Only the runs of lossless schemes (an open "
              "vocabulary spells unknown words, in bytes) are scored on the real text.")
+    if covered := covering_closed_vocabularies(study.done):  # the trait decides, whatever this text measured
+        doc.para(f"{', '.join(covered)} covered the test text (no word outside the vocabulary; decoding gives it "
+                 "back) and is still not compared: a closed vocabulary gives no probability to a word outside it, so "
+                 "its code length exists on this text only, not on the corpus it stands for.")
 
 
 def _closed_forms() -> str:

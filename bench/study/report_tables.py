@@ -145,6 +145,12 @@ def interval_text(comparison: Comparison) -> str:
     return f"[{comparison.low:.4f}, {comparison.high:.4f}]"
 
 
+def covering_closed_vocabularies(done: pd.DataFrame) -> list[str]:
+    """The closed vocabularies whose decoding gave the test text back: not compared all the same."""
+    closed = done[done["tokenizer"].map(is_closed_vocabulary)]
+    return sorted(set(closed.loc[closed["test_lossless"].astype(str).str.lower() == "true", "tokenizer"]))
+
+
 def closed_vocabulary_rows(done: pd.DataFrame, unk: dict) -> list[dict]:
     """Each closed-vocabulary run (its scheme's class says so) beside the best open-vocabulary run on the same
     text."""

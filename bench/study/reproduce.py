@@ -25,12 +25,14 @@ import pandas as pd
 from bench.engine.resolve import ResolvedRun
 from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
+from bench.metrics import METRICS, shown_metrics
 from bench.provenance import NOT_RECORDED
 from bench.run_files import CELL, MATRIX_CONFIG, RESULT, SPEC
 
 RELATIVE_TOLERANCE = 0.01  # where the seeds' spread of a cell is not known
 SEED_SHARE = 0.25  # of the seeds' standard deviation, where it is known
-METRICS = ("total_nll_nats", "bits_per_byte", "bits_per_char", "word_perplexity", "token_perplexity")
+# What a reproduction compares: the total NLL and every metric the tables show (bench.metrics).
+COMPARED = ("total_nll_nats", *(metric.key for metric in shown_metrics()))
 CELL_COLUMNS = ("model", "preset", "tokenizer", "dataset", "match", "phase")  # a cell: a run but for its seed
 PROVENANCE = ("device", "device_name", "cpu_model", "cpu_extensions", "torch_cpu_capability", "torch", "threads")
 
@@ -42,6 +44,7 @@ class Difference:
     recorded: float
     new: float
     seed_sd: float | None  # the recorded cell's standard deviation over seeds, where it has two or more
+    perplexity: bool = False  # compared as its logarithm
 
     @property
     def absolute(self) -> float:
@@ -51,7 +54,7 @@ class Difference:
     def relative(self) -> float:
         """|new - recorded| / |recorded|; for a perplexity, of its logarithm (bits per word or token: the
         quantity that is compared, where exp would turn a 0.3% difference in bits into 1.3%)."""
-        if "perplexity" in self.metric and self.recorded > 1 and self.new > 1:
+        if self.perplexity and self.recorded > 1 and self.new > 1:
             return abs(math.log(self.new) - math.log(self.recorded)) / math.log(self.recorded)
         return abs(self.absolute) / max(abs(self.recorded), 1e-300)
 
@@ -152,7 +155,8 @@ def compare(recorded: pd.DataFrame, new: pd.DataFrame, runs: list[str] | None = 
     """The recorded runs (``runs``: their ids, else all) against their reproductions, by run id."""
     new_by_id = {row["run_id"]: row for row in new.to_dict("records")}
     chosen = recorded if runs is None else recorded[recorded["run_id"].isin(runs)]
-    columns = [f"{split}_{m}" for split in ("valid", "test") for m in METRICS if f"{split}_{m}" in recorded.columns]
+    columns = {f"{split}_{key}": key in METRICS and METRICS[key].perplexity for split in ("valid", "test")
+               for key in COMPARED if f"{split}_{key}" in recorded.columns}
     spreads = {column: seed_spread(recorded, column) for column in columns}
     differences, missing, machines = [], [], set()
     for row in chosen.to_dict("records"):
@@ -161,10 +165,10 @@ def compare(recorded: pd.DataFrame, new: pd.DataFrame, runs: list[str] | None = 
         if other is None:
             missing.append(name)
             continue
-        for column in columns:
+        for column, perplexity in columns.items():
             if pd.notna(row.get(column)) or pd.notna(other.get(column)):  # one side missing or NaN: a difference
                 differences.append(Difference(name, column, _number(row.get(column)), _number(other.get(column)),
-                                              spreads[column].get(row["run_id"])))
+                                              spreads[column].get(row["run_id"]), perplexity))
         for key in PROVENANCE:
             was, now = _text(row.get(key)), _text(other.get(key))
             if was != now:

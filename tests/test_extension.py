@@ -1,0 +1,315 @@
+"""The extension test: a metric, a tokenization and a model family, each declared here once (as README's "Adding a
+metric / a tokenization / a model family" says), reach everything that lists, trains, records, reports, draws or
+compares them: log.jsonl, result.json, runs.csv, the report's tables and every figure, bench compare, bench
+config fields and bench models list. The family's GRU runs in float32 under bfloat16 autocast (the precision
+policy wraps every recurrent module, not only the ones a family hands to a helper), a closed vocabulary that
+covers the test text is still never compared, and a scheme class that forgets a trait is refused at
+registration."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from dataclasses import dataclass
+
+import matplotlib.axes
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn as nn
+
+from bench import metrics
+from bench.metrics import Metric
+from bench.models import MODELS
+from bench.models.common import LanguageModel
+from bench.settings import SIZE, check_settings, setting
+from tokenizers_study import FAMILIES, TokenizerError
+from tokenizers_study.char import CharTokenizer
+
+# ---- the three declarations ---------------------------------------------------------------------------------
+
+LINE = Metric("bits_per_line", "bits/line", "bits per line", lambda c: c.bits_per(c.lines), True,
+              "L / (ln 2 · newlines)", name="line", count="lines")
+
+
+class CharTop(CharTokenizer):
+    """The N most frequent characters of train, bytes for the rest: lossless, swept over N."""
+
+    family = "char-top"
+    title = "the N most frequent characters"
+    min_size = 1
+    min_size_why = "at least one character"
+    swept = True
+
+    @classmethod
+    def _train(cls, spec, text):
+        points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        seen, counts = np.unique(points[(points < 0xD800) | (points > 0xDFFF)], return_counts=True)
+        return cls(spec, np.sort(seen[np.argsort(-counts, kind="stable")[:spec.size]]))
+
+
+@dataclass
+class GRUConfig:
+    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
+    width: int = setting(16, "embedding and GRU width", SIZE)
+
+    def __post_init__(self) -> None:
+        check_settings(self)
+
+
+class GRULM(LanguageModel):
+    """Embedding, a linear map (autocast runs it in bfloat16) and a GRU. State: its hidden state [B, 1, width]."""
+
+    config_class = GRUConfig
+    marker = "v"
+    presets = {"tiny": {"model": {"width": 16}, "train": dict(batch_size=4, optimizer="adamw", lr=1e-2,
+                                                              max_steps=10, eval_streams=4, log_every=2)}}
+
+    def __init__(self, config: GRUConfig):
+        super().__init__()
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, config.width)
+        self.mix = nn.Linear(config.width, config.width)
+        self.gru = nn.GRU(config.width, config.width, batch_first=True)
+        self.add_tied_output_bias(config.vocab_size)
+        self.init_normal(0.1)
+
+    def forward(self, tokens: torch.Tensor, state=None):
+        hx = None if state is None else state.transpose(0, 1).contiguous()
+        hidden, last = self.gru(self.mix(self.embedding(tokens)), hx)
+        return hidden, last.transpose(0, 1)
+
+    def flops_per_token(self, segment: int) -> float:
+        w = self.config.width
+        return 2 * w * w + 2 * 3 * w * (w + w) + 2 * w * self.config.vocab_size
+
+
+# ---- a matrix that uses all three ----------------------------------------------------------------------------
+
+TOKENIZERS = ["byte", "char-top:8", "char-top:16", "char-top:32", "word:60"]
+MATRIX = f"""
+[matrix]
+name = "extended"
+match = "chars"
+
+[corpora.toy]
+train = "train.txt"
+valid = "valid.txt"
+test = "test.txt"
+
+[axes]
+model = ["gru", "lstm"]
+tokenizer = {json.dumps(TOKENIZERS)}
+dataset = ["toy"]
+seed = [0]
+
+[budget]
+chars = 3_000
+
+[context]
+chars = 32
+
+[shared]
+preset = "tiny"
+stop_if_not_learning = false  # toy runs too short to leave their unigram floor: machinery, not learning
+batch_size = 4
+eval_every = 10
+eval_max_tokens = 300
+eval_streams = 4
+eval_chunk = 32
+precision = "bfloat16"
+lstm_precision = "float32"  # recurrent modules in float32 on every CPU, also where oneDNN has bf16 LSTMs
+
+[models.lstm]
+emsize = 16
+nhid = 8
+"""
+WORDS = [f"w{i}" for i in range(40)]  # fewer than word:60 keeps: the closed vocabulary covers every text
+
+
+def _text(lines: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) + " .\n" for _ in range(lines))
+
+
+@pytest.fixture(scope="module")
+def declared():
+    """The three declarations, registered for this module's tests and gone again after them."""
+    from bench.study.figure_style import plt
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(metrics.METRICS, LINE.key, LINE)
+        FAMILIES.register(CharTop.family, CharTop)
+        MODELS.register("gru", GRULM)
+        try:
+            yield patch
+        finally:
+            del FAMILIES[CharTop.family]
+            del MODELS["gru"]
+            plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def extended(declared, tmp_path_factory):
+    """The matrix run and reported in bits per line: (its folder, each figure's labels, legend and lines)."""
+    from bench.study.execute import Execution, run_matrix
+
+    root = tmp_path_factory.mktemp("extended")
+    for split, lines, seed in (("train", 300, 0), ("valid", 40, 1), ("test", 40, 2)):
+        (root / f"{split}.txt").write_text(_text(lines, seed))
+    (root / "m.toml").write_text(MATRIX)
+    outcome = run_matrix(root / "m.toml", root / "results", data_dir=root / "data",
+                         execution=Execution(show_progress=False))
+    assert outcome.counts == {"done": 2 * len(TOKENIZERS)}
+    return root, _report(root, declared)
+
+
+def _report(root, patch) -> dict:
+    """Builds the report with --metric line; returns each figure's axis labels and legend entries by name."""
+    from bench.study import figure_style, report
+
+    drawn: dict[str, dict] = {}
+    legend = matplotlib.axes.Axes.legend
+    entries: list = []
+
+    def recording_legend(ax, *args, handles=(), **kwargs):
+        entries.extend(h.get_label() for h in handles)
+        return legend(ax, *args, handles=handles, **kwargs) if handles else legend(ax, *args, **kwargs)
+
+    def recording_save(fig, folder, name):
+        labels = {text for ax in fig.axes for text in (ax.get_xlabel(), ax.get_ylabel(), ax.get_title())}
+        lines = {(line.get_label(), line.get_color()) for ax in fig.axes for line in ax.get_lines()}
+        drawn[name] = {"labels": labels, "legend": set(entries) | {label for label, _ in lines}, "lines": lines}
+        entries.clear()
+        return save(fig, folder, name)
+
+    save = figure_style.save
+    patch.setattr(matplotlib.axes.Axes, "legend", recording_legend)
+    patch.setattr(report.figures, "save", recording_save)
+    report.build_report(root / "results", root / "report", metric="line")
+    return drawn
+
+
+def _runs(root) -> list[dict]:
+    with open(root / "results" / "runs.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_metric_reaches_the_log_the_result_and_the_runs_table(extended):
+    root, _ = extended
+    for run in _runs(root):
+        folder = root / "results" / run["run_dir"]
+        validations = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()
+                       if "valid_loss" in line]
+        assert validations and all("valid_bits_per_line" in v for v in validations), run["run_dir"]
+        test = json.loads((folder / "result.json").read_text())["metrics"]["test"]
+        assert test["bits_per_line"] == pytest.approx(test["total_nll_bits"] / test["n_lines"], rel=1e-12)
+        assert float(run["test_bits_per_line"]) == pytest.approx(test["bits_per_line"], rel=1e-9)
+
+
+def test_the_family_and_the_scheme_reach_the_runs_table_and_the_reports_main_table(extended):
+    root, _ = extended
+    assert {(r["model"], r["tokenizer"]) for r in _runs(root)} == {(m, t) for m in ("gru", "lstm") for t in TOKENIZERS}
+    with open(root / "report" / "main-table.csv", newline="") as f:
+        main = list(csv.DictReader(f))
+    assert "bits/line" in main[0]
+    assert {(r["model"], r["tokenizer"].split(" ")[0]) for r in main} >= {("gru", "char-top:16"), ("lstm", "byte")}
+    page = (root / "report" / "report.md").read_text()
+    assert "- bits/line = L / (ln 2 · newlines)." in page
+
+
+def test_every_figure_draws_the_declared_metric_family_and_scheme(extended):
+    _, drawn = extended
+    metric_figures = {name for name, seen in drawn.items() if any("bits per line" in label for label in seen["labels"])}
+    assert {"1-tokenization-attack", "2-vocabulary-sweep", "5-learning-curves"} <= metric_figures, drawn.keys()
+    assert not any("bits per byte" in label for seen in drawn.values() for label in seen["labels"])
+    for name in metric_figures:  # the family in a legend, or a panel of its own
+        assert any("gru" in entry for entry in drawn[name]["legend"] | drawn[name]["labels"]), name
+    sweep = drawn["2-vocabulary-sweep"]["lines"]
+    assert {label for label, _ in sweep} >= {"gru char-top", "lstm char-top"}
+
+
+def test_a_closed_vocabulary_that_covers_the_text_is_never_compared(extended):
+    root, _ = extended
+    covered = [r for r in _runs(root) if r["tokenizer"] == "word:60"]
+    assert covered and all(r["test_lossless"] == "True" for r in covered)  # measured: it gives the text back
+    page = (root / "report" / "report.md").read_text()
+    comparisons = page[page.index("## Comparisons between tokenizations"):page.index("## Beyond the canonical")]
+    assert "| byte | char-top:8 |" in comparisons and "word:60" not in comparisons
+    assert "word:60 covered the test text" in page
+    with open(root / "report" / "main-table.csv", newline="") as f:
+        flagged = {r["tokenizer"] for r in csv.DictReader(f) if "‡" in r["flags"]}
+    assert flagged == {"word:60"}
+
+
+def test_the_declared_metric_is_compared_side_by_side(extended, cli_here):
+    root, _ = extended
+    runs = [root / "results" / r["run_dir"] for r in _runs(root) if r["tokenizer"] in ("byte", "char-top:16")
+            and r["model"] == "gru"]
+    rows = {row["metric"]: row for row in json.loads(cli_here("compare", *map(str, runs), "--json").stdout)["rows"]}
+    assert "bits/line" in rows
+
+
+def test_the_gru_runs_in_float32_under_bfloat16_and_its_precision_is_recorded(extended):
+    root, _ = extended
+    run = next(r for r in _runs(root) if r["model"] == "gru")
+    precision = json.loads((root / "results" / run["run_dir"] / "result.json").read_text())["training"]["precision"]
+    assert precision["ran"] == "bfloat16 autocast, LSTMs float32"
+    assert precision["observed"]["Linear"]["outputs"] == ["bfloat16"]  # autocast is on around it
+    assert precision["observed"]["GRU"]["outputs"] == ["float32"]
+
+
+def test_the_family_is_listed_with_its_settings(declared, cli_here):
+    listed = json.loads(cli_here("models", "list", "--json").stdout)
+    fields = json.loads(cli_here("config", "fields", "--model", "gru", "--json").stdout)
+    assert {"model": "gru", "kind": "recurrent", "presets": ["tiny"], "compiled parts": [], "marker": "v"} in listed
+    assert {f["name"] for f in fields if f["section"] == "model: gru"} == {"width"}
+
+
+def test_two_swept_families_of_one_model_are_two_lines_in_their_own_colours(declared):
+    from bench.study.figure_style import FigureStyle
+    from bench.study.figures import vocab_sweep_figure
+
+    schemes = ["char-top:8", "char-top:16", "char-top:32", "bpe:300", "bpe:400", "bpe:500"]
+    rows = [dict(model="lstm", tokenizer=t, dataset="toy", match="chars", seed=0, flags="", lossless_bool=True,
+                 run_dir=t, test_bits_per_byte=2.0 + i / 10, test_token_perplexity=3.0 + i)
+            for i, t in enumerate(schemes)]
+    style = FigureStyle.of(schemes)
+    fig = vocab_sweep_figure(pd.DataFrame(rows), style)
+    lines = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
+    assert set(lines) == {"lstm char-top", "lstm bpe"}
+    assert lines["lstm char-top"] != lines["lstm bpe"]
+    assert style.colors["char-top:8"] != style.colors["bpe:300"]
+
+
+@pytest.mark.parametrize("forgets, message", [
+    ("title", r"declares no title"),
+    ("swept", r"declares no swept"),
+])
+def test_a_scheme_class_that_forgets_a_trait_is_refused_in_one_line(forgets, message):
+    from tokenizers_study.base import TRAITS, Tokenizer
+
+    traits = {trait: getattr(CharTop, trait) for trait in TRAITS if trait != forgets}
+    traits["family"] = "forgetful"
+    forgetful = type("Forgetful", (Tokenizer,), traits)
+    with pytest.raises(TokenizerError, match=rf"^tokenization scheme 'forgetful': Forgetful {message}[^\n]*$"):
+        FAMILIES.register("forgetful", forgetful)
+    assert "forgetful" not in FAMILIES
+
+
+def test_a_scheme_class_with_contradictory_traits_is_refused(declared):
+    class SweptWithoutSize(CharTop):
+        family = "no-size"
+        min_size = None
+
+    with pytest.raises(TokenizerError, match=r"swept over vocabulary sizes but takes no size"):
+        FAMILIES.register("no-size", SweptWithoutSize)
+    with pytest.raises(TokenizerError, match=r"registered as 'other' but its family is 'char-top'"):
+        FAMILIES.register("other", CharTop)
+
+
+def test_a_figure_metric_must_be_a_comparable_loss_per_a_count_of_the_text():
+    with pytest.raises(ValueError, match="a figure metric"):
+        Metric("per_token", "x", "x", lambda c: c.bits_per(c.tokens), False, "x", name="token", count="tokens")
