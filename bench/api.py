@@ -19,11 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.engine import inference, run
+from bench.engine.score import inference
+
+from bench.engine import run
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
-from bench.study import execute, figures, report
-from bench.study.execute import Execution
+from bench.study.matrix import execute
+from bench.study.report import figures, report
+from bench.study.matrix.execute import Execution
 from tokenizers_study import TokenizerError
 
 

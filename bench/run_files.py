@@ -41,6 +41,6 @@ def token_losses(split: str) -> str:
 
 
 def document_losses(split: str) -> str:
-    """Bits and bytes of each document of the split (``bench.study.records``): a run's text losses without its
+    """Bits and bytes of each document of the split (``bench.study.matrix.records``): a run's text losses without its
     per-token array."""
     return f"documents.{split}.json"

@@ -10,8 +10,8 @@ import bench.data.paths as paths
 import bench.data.store as store
 import bench.engine.spec as spec_module
 from bench.engine.resolve import ResolvedRun
-from bench.study.execute import Execution, run_matrix
-from bench.study.report import build_report
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.report.report import build_report
 
 counts = collections.Counter()
 phase = ["matrix"]

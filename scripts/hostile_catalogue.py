@@ -105,7 +105,7 @@ def extra_places(box: Path, places: dict) -> dict:
     from bench.engine.run import train
     from bench.engine.spec import RunSpec
     from bench.errors import BenchError
-    from bench.study.execute import Execution, run_matrix
+    from bench.study.matrix.execute import Execution, run_matrix
     from tests.conftest import run_cli_here, synthetic_text
     from tests.test_bad_inputs import FAST, MATRIX
     from tests.test_hf_eval import tiny_gpt2

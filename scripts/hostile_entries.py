@@ -31,7 +31,7 @@ API = [(f"api: {name}", ["-c", CALL.format(call=call)], expected) for name, call
     ("attack figure of rows without numbers", "api.attack_figure(api.load_runs('{results}').assign("
      "test_bits_per_byte=float('nan')))", "nothing to draw"),
 ]]
-LM_EVAL = ["-m", "bench.engine.lm_eval_model", "--model", "bench", "--include_path", "{tasks}", "--tasks"]
+LM_EVAL = ["-m", "bench.engine.score.lm_eval_model", "--model", "bench", "--include_path", "{tasks}", "--tasks"]
 LM = [(f"lm-eval: {name}", LM_EVAL + [task, "--model_args", *args], expected) for name, task, args, expected in [
     ("the README's form on a CPU", "doc_ppl", ["run={run}"], WORKS + "no GPU on this machine"),
     ("device=cuda in model_args on a CPU", "doc_ppl", ["run={run},device=cuda"], "this machine has no cuda"),

@@ -34,8 +34,8 @@ BOOTSTRAP = """
 import sys
 from pathlib import Path
 from bench.engine.result import RunResult
-from bench.study.analysis import FinishedRun
-from bench.study.uncertainty import document_interval
+from bench.study.matrix.finished_run import FinishedRun
+from bench.study.stats.uncertainty import document_interval
 run = Path(sys.argv[1])
 result = RunResult.from_json(__import__("json").loads((run / "result.json").read_text()))
 losses = FinishedRun({}, result, run).text_losses("test")

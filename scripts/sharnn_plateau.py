@@ -125,7 +125,7 @@ def run_folder(name: str, seed: int) -> str:
 
 def run_variant(name: str, out_root: Path, steps: int | None, minutes: float | None, threads: int | None,
                 tiny: bool, seed: int = 0) -> None:
-    from bench.engine.device import pick_device
+    from bench.engine.hardware.device import pick_device
     from bench.engine.corpus import prepare_corpus
     from bench.engine.run import plan_run
     from bench.engine.spec import RunSpec, validate_spec

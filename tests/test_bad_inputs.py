@@ -558,7 +558,7 @@ def _broken_checkpoints(root: Path, places: dict) -> None:
 
 
 def _broken_results(root: Path, places: dict) -> None:
-    from bench.study.execute import Execution, run_matrix
+    from bench.study.matrix.execute import Execution, run_matrix
 
     Path(places["matrix"]).write_text(MATRIX)
     run_matrix(places["matrix"], places["results"], data_dir=places["data"], execution=Execution(show_progress=False))

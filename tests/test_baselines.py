@@ -90,7 +90,7 @@ def test_the_cli_prints_a_table_and_json_and_refuses_bad_input(repeated, cli, on
 def test_a_report_uses_only_baselines_of_the_files_its_runs_used(repeated):
     import pandas as pd
 
-    from bench.study.compressor_rows import flag_worse_than_compressors, study_baselines, summary
+    from bench.study.report.compressor_rows import flag_worse_than_compressors, study_baselines, summary
 
     table = compressor_baselines("rep", ("test",), repeated)
     sha = {s: table.splits[s]["sha256"] for s in ("train", "test")}
@@ -170,7 +170,7 @@ def _half_written_then_full(monkeypatch):
 def test_a_cache_that_cannot_be_written_still_gives_every_figure_and_says_so(repeated, monkeypatch, cli_here):
     import pandas as pd
 
-    from bench.study.compressor_rows import study_baselines
+    from bench.study.report.compressor_rows import study_baselines
 
     _half_written_then_full(monkeypatch)
     done = cli_here("baselines", "rep", "--splits", "test", "--data-dir", str(repeated))

@@ -10,7 +10,7 @@ import pytest
 
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
-from bench.study.execute import Execution, run_matrix
+from bench.study.matrix.execute import Execution, run_matrix
 from tests.test_bad_inputs import FAST, MATRIX, call
 
 

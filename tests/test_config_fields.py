@@ -46,7 +46,7 @@ def test_models_describe_shows_the_presets_sizes_and_recipe():
 
 
 def test_config_tables_names_every_table_a_config_may_hold():
-    from bench.study.config import TABLES
+    from bench.study.matrix.config import TABLES
 
     code, out, _ = run_cli(["config", "tables"])
     assert code == 0
@@ -54,8 +54,8 @@ def test_config_tables_names_every_table_a_config_may_hold():
 
 
 def test_the_readmes_minimal_config_is_a_valid_study_of_twelve_runs(repo, tmp_path):
-    from bench.study.grid import load_config
-    from bench.study.grid import cell_specs
+    from bench.study.matrix.grid import load_config
+    from bench.study.matrix.grid import cell_specs
 
     readme = (repo / "README.md").read_text()
     block = readme.split("### Write your own study")[1].split("```toml\n")[1].split("```")[0]

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from bench.study.convergence import IMPROVING, crossovers, last_doubling, trend_cell
+from bench.study.stats.convergence import IMPROVING, crossovers, last_doubling, trend_cell
 
 
 def log(*points):

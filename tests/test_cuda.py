@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench.engine.device import configure
-from bench.engine.inference import load_model
-from bench.engine.precision import plan_precision
+from bench.engine.hardware.device import configure
+from bench.engine.score.inference import load_model
+from bench.engine.hardware.precision import plan_precision
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.engine.trainer import TrainingInterrupted
@@ -42,7 +42,7 @@ def spec(data_dir, out, model="sha-rnn", **overrides):
 
 
 # precision=auto on CUDA: float16 with loss scaling for models with LSTMs (cuDNN's float16 LSTM, the reference's
-# apex O1 recipe), bf16 for the Transformer (bench.engine.precision)
+# apex O1 recipe), bf16 for the Transformer (bench.engine.hardware.precision)
 AUTO = {"sha-rnn": "float16 autocast, loss scaling", "lstm": "float16 autocast, loss scaling",
         "transformer": "bfloat16 autocast"}
 
@@ -135,7 +135,7 @@ def test_a_cuda_run_agrees_with_a_cpu_run_of_the_same_spec(data_dir, tmp_path, p
 
 def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpus_text):
     transformers = pytest.importorskip("transformers")
-    from bench.engine.evaluation import EvalLayout, Scorer
+    from bench.engine.score.evaluation import EvalLayout, Scorer
     from bench.models.pretrained import PretrainedLM
 
     config = transformers.GPT2Config(vocab_size=256, n_positions=256, n_embd=32, n_layer=2, n_head=2)
@@ -192,9 +192,9 @@ FLOAT32_SHARNN_CAPTURE = pytest.mark.xfail(strict=True, reason=(
     ("sha-rnn", "bfloat16", False, 1e-2), ("lstm", "float32", False, 1e-4),
     ("transformer", "bfloat16", False, 1e-2), ("sha-rnn", "bfloat16", True, 1e-2)])
 def test_a_step_replayed_from_a_cuda_graph_computes_what_the_eager_step_does(model, precision, compiled, tolerance):
-    """bench.engine.cuda_graphs: the same losses, weights and LAMB step counts as eager steps (without dropout), the
+    """bench.engine.hardware.cuda_graphs: the same losses, weights and LAMB step counts as eager steps (without dropout), the
     graph captured once the shapes repeat (the SHA-RNN's memory full), and no replay waiting for the GPU."""
-    from bench.engine.cuda_graphs import GraphedStep
+    from bench.engine.hardware.cuda_graphs import GraphedStep
     from bench.engine.optim import build_optimizer
     from bench.engine.spec import TrainConfig
     from bench.engine.step import TrainingStep, make_step

@@ -1,4 +1,4 @@
-"""CUDA graphs (bench.engine.cuda_graphs), what a CPU can check: when a step is captured and when it is replayed,
+"""CUDA graphs (bench.engine.hardware.cuda_graphs), what a CPU can check: when a step is captured and when it is replayed,
 the refusals where a resolved run executes, and state a graph replays kept in place. That a replayed step computes
 what an eager one does is tests/test_cuda.py's (skipped without CUDA); the refusals at resolution are in
 tests/test_resolve_refusals.py."""
@@ -6,10 +6,10 @@ tests/test_resolve_refusals.py."""
 import pytest
 import torch
 
-from bench.engine import cuda_graphs
-from bench.engine.cuda_graphs import EAGER_STEPS, GraphedStep
+from bench.engine.hardware import cuda_graphs
+from bench.engine.hardware.cuda_graphs import EAGER_STEPS, GraphedStep
 from bench.engine.learning import ZeroGradients
-from bench.engine.precision import FLOAT32
+from bench.engine.hardware.precision import FLOAT32
 from bench.engine.step import TrainingStep, apply_gradients
 from bench.errors import BenchError
 from bench.models import build_model

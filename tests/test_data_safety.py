@@ -14,7 +14,7 @@ import pytest
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.engine.trainer import Trainer, TrainingInterrupted
-from bench.study.execute import Execution, run_matrix
+from bench.study.matrix.execute import Execution, run_matrix
 
 FAST = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
         "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 1, "eval_max_tokens": 500}

@@ -109,8 +109,8 @@ def test_an_mfu_above_the_peak_is_not_printed_as_a_percentage():
 
 
 def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
-    from bench.study.launch import wait_for
-    from bench.study.run_status import Attempt, RunStatus
+    from bench.study.matrix.launch import wait_for
+    from bench.study.matrix.run_status import Attempt, RunStatus
 
     class Job:  # submitit's multi-task job: result() refuses, results() has one entry per task
         job_id = "1"
@@ -129,8 +129,8 @@ def test_a_cluster_job_of_several_tasks_is_read_from_its_first_task():
 
 
 def test_a_report_of_runs_scored_on_valid_only_says_so(toy, tmp_path):
-    from bench.study.execute import Execution, run_matrix
-    from bench.study.report import build_report
+    from bench.study.matrix.execute import Execution, run_matrix
+    from bench.study.report.report import build_report
     from bench.errors import BenchError
     from tests.test_bad_inputs import MATRIX
 
@@ -144,8 +144,8 @@ def test_a_report_of_runs_scored_on_valid_only_says_so(toy, tmp_path):
 
 
 def test_a_report_does_not_show_a_config_that_changed_since_the_runs(toy, tmp_path):
-    from bench.study.execute import Execution, run_matrix
-    from bench.study.report import build_report
+    from bench.study.matrix.execute import Execution, run_matrix
+    from bench.study.report.report import build_report
     from tests.test_bad_inputs import MATRIX
 
     _, data, _ = toy
@@ -208,7 +208,7 @@ def test_an_overflowing_perplexity_is_written_as_strict_json_and_read_back(tmp_p
 
 
 def test_sampling_a_word_model_keeps_the_space_and_shows_the_prompt_as_the_model_saw_it(toy):
-    from bench.engine.inference import sample
+    from bench.engine.score.inference import sample
 
     root, data, _ = toy
     run = root / "words"
@@ -235,7 +235,7 @@ def test_a_changed_user_corpus_file_stays_reported_until_added_again(toy, tmp_pa
 @pytest.fixture(scope="module")
 def finished_matrix(toy, tmp_path_factory):
     """A toy matrix run to its end, to be copied by each test that edits it."""
-    from bench.study.execute import Execution, run_matrix
+    from bench.study.matrix.execute import Execution, run_matrix
     from tests.test_bad_inputs import MATRIX
 
     root = tmp_path_factory.mktemp("finished")
@@ -256,7 +256,7 @@ def test_a_report_is_the_run_folders_whatever_runs_csv_says(finished_matrix, tmp
 
     import pandas as pd
 
-    from bench.study.report import build_report
+    from bench.study.report.report import build_report
 
     results = _copy_of(finished_matrix, tmp_path)
     index = results / "runs.csv"

@@ -1,6 +1,6 @@
 """The report's tables for a paper: CSV with numbers as numbers, LaTeX with booktabs that pdflatex reads."""
 
-from bench.study.export import latex_text, to_csv, to_latex
+from bench.study.report.export import latex_text, to_csv, to_latex
 
 ROWS = [{"model": "lstm", "tokenizer": "word_open:2048", "bits/byte": "2.5491 ± 0.1162",
          "text 95%": "[2.5159, 2.5802]",

@@ -137,7 +137,7 @@ def _text(lines: int, seed: int) -> str:
 @pytest.fixture(scope="module")
 def declared():
     """The three declarations, registered for this module's tests and gone again after them."""
-    from bench.study.figure_style import plt
+    from bench.study.report.figure_style import plt
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(metrics.METRICS, LINE.key, LINE)
@@ -154,7 +154,7 @@ def declared():
 @pytest.fixture(scope="module")
 def extended(declared, tmp_path_factory):
     """The matrix run and reported in bits per line: (its folder, each figure's labels, legend and lines)."""
-    from bench.study.execute import Execution, run_matrix
+    from bench.study.matrix.execute import Execution, run_matrix
 
     root = tmp_path_factory.mktemp("extended")
     for split, lines, seed in (("train", 300, 0), ("valid", 40, 1), ("test", 40, 2)):
@@ -168,7 +168,7 @@ def extended(declared, tmp_path_factory):
 
 def _report(root, patch) -> dict:
     """Builds the report with --metric line; returns each figure's axis labels and legend entries by name."""
-    from bench.study import figure_style, report
+    from bench.study.report import figure_style, report
 
     drawn: dict[str, dict] = {}
     legend = matplotlib.axes.Axes.legend
@@ -269,8 +269,8 @@ def test_the_family_is_listed_with_its_settings(declared, cli_here):
 
 
 def test_two_swept_families_of_one_model_are_two_lines_in_their_own_colours(declared):
-    from bench.study.figure_style import FigureStyle
-    from bench.study.figures import vocab_sweep_figure
+    from bench.study.report.figure_style import FigureStyle
+    from bench.study.report.figures import vocab_sweep_figure
 
     schemes = ["char-top:8", "char-top:16", "char-top:32", "bpe:300", "bpe:400", "bpe:500"]
     rows = [dict(model="lstm", tokenizer=t, dataset="toy", match="chars", seed=0, flags="", lossless_bool=True,

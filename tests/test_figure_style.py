@@ -8,8 +8,10 @@ import pytest
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.colors import to_rgba
 
-from bench.study import convergence, figures
-from bench.study.figure_style import FigureStyle, engineering, plt
+from bench.study.report import convergence_figure
+
+from bench.study.report import figures
+from bench.study.report.figure_style import FigureStyle, engineering, plt
 
 TOKENIZERS = ["byte", "bpe:512", "bpe:1024", "word-open:2048", "word:2048"]
 
@@ -53,7 +55,7 @@ def test_a_tokenization_has_one_colour_in_every_figure_of_a_report():
     curves = figures.learning_curves_figure([(dict(r), logs[r["run_dir"]]) for _, r in without_byte.iterrows()], style)
     assert {to_rgba(line.get_color()) for line in curves.axes[0].get_lines()} == {
         to_rgba(style.colors[t]) for t in TOKENIZERS[1:]}
-    ranking = convergence.ranking_figure(without_byte, logs, style)
+    ranking = convergence_figure.ranking_figure(without_byte, logs, style)
     drawn = {to_rgba(line.get_color()) for ax in ranking.axes for line in ax.get_lines() if line.get_marker() != "None"}
     assert drawn == {to_rgba(style.colors[t]) for t in TOKENIZERS[1:]}
 
@@ -89,7 +91,7 @@ def test_every_figure_draws_the_metric_the_user_chose(metric, label, valid):
     assert all(label in ax.get_xlabel() for ax in attack.axes)
     curves = [(dict(r), logs[r["run_dir"]]) for _, r in done.iterrows()]
     for fig in (figures.learning_curves_figure(curves, style), figures.compute_figure(curves, style),
-                convergence.ranking_figure(done, logs, style)):
+                convergence_figure.ranking_figure(done, logs, style)):
         assert all(ax.get_ylabel() == f"validation {label}" for ax in fig.axes if ax.get_lines())
     first = figures.learning_curves_figure(curves, style).axes[0].get_lines()[0]
     assert first.get_ydata()[0] == pytest.approx(valid)
@@ -106,7 +108,7 @@ def test_axes_use_engineering_notation():
 
 
 def test_html_tables_keep_numbers_whole_and_put_intervals_on_their_own_line():
-    from bench.study.rendering import ReportPage
+    from bench.study.report.rendering import ReportPage
 
     doc = ReportPage("t")
     doc.table([{"model": "*gzip -9*", "tokenizer": "word-open:2048", "word ppl": "9,932.6 [6,529.1, 15,110.2]",
@@ -121,7 +123,7 @@ def test_html_tables_keep_numbers_whole_and_put_intervals_on_their_own_line():
 
 
 def test_the_matrix_clock_counts_runs_and_estimates_the_time_left(monkeypatch):
-    from bench.study import eta
+    from bench.study.matrix import eta
 
     now = [100.0]
     monkeypatch.setattr(eta.time, "monotonic", lambda: now[0])
@@ -134,7 +136,7 @@ def test_the_matrix_clock_counts_runs_and_estimates_the_time_left(monkeypatch):
 
 
 def test_a_run_that_failed_at_once_does_not_count_as_trained_flops(monkeypatch):
-    from bench.study import eta
+    from bench.study.matrix import eta
 
     now = [100.0]
     monkeypatch.setattr(eta.time, "monotonic", lambda: now[0])

@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection
 
-from bench.study import convergence, figures
+from bench.study.report import convergence_figure
+
+from bench.study.report import figures
 
 GROUPS = [("enwik8", "chars"), ("enwik8", "tokens"), ("wikitext-2", "chars"), ("wikitext-2", "tokens")]
 TOKENIZERS = ["byte", "bpe:1024", "bpe:4096", "word-open:2048", "word:2048"]
@@ -83,7 +85,7 @@ def test_learning_and_compute_curves(draw):
 
 def test_ranking_against_the_budget():
     done, logs = _study()
-    fig = convergence.ranking_figure(done, logs)
+    fig = convergence_figure.ranking_figure(done, logs)
     _assert_one_group_per_axes(fig, 2 * 2 * len(GROUPS))  # characters and FLOPs, per model and group
 
 
@@ -99,7 +101,7 @@ def test_teacher_forcing():
 
 
 def test_the_teacher_forcing_caption_is_computed_from_the_profiles():
-    from bench.study.analysis import teacher_forcing_sentence
+    from bench.study.stats.analysis import teacher_forcing_sentence
 
     profile = {"pieces": [{"pieces": 1, "words": 50, "first_piece_share": 1.0},
                           {"pieces": 2, "words": 30, "first_piece_share": 0.6},

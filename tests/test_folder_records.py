@@ -1,4 +1,4 @@
-"""A matrix's run folders are checked against each other (bench.study.folder_records): a cell.json that names
+"""A matrix's run folders are checked against each other (bench.study.matrix.folder_records): a cell.json that names
 another cell, a result.json of another run, a folder of another matrix are left out by name, never relabelled;
 finished folders without cell.json are counted; an unknown schema_version is refused; a data file changed after
 the matrix finished costs no finished run its record (issue 44)."""
@@ -10,8 +10,8 @@ import pytest
 
 from bench.errors import BenchError
 from bench.run_files import CELL, RESULT
-from bench.study.execute import Execution, run_matrix
-from bench.study.report import load_study
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.report.report import load_study
 from tests.test_bad_inputs import MATRIX
 
 QUIET = Execution(show_progress=False)
@@ -130,14 +130,14 @@ def test_a_data_file_changed_after_the_matrix_finished_costs_no_run_its_record(t
                json.loads(before[run])["run_id"] for run in runs)
     assert any("2 finished run(s) were trained on other data" in note and "test.txt changed" in note
                for note in outcome.notes)
-    from bench.study.runs_table import read_runs_table
+    from bench.study.matrix.runs_table import read_runs_table
 
     done = read_runs_table(results).done()
     assert len(done) == 2 and done["other_data"].str.contains("test.txt").all()
-    from bench.study.flags import run_flags
+    from bench.study.report.flags import run_flags
 
     assert all("≠" in run_flags(row) for _, row in done.iterrows())
-    from bench.study.report import build_report  # reported as they are, without the analyses of a text not there
+    from bench.study.report.report import build_report  # reported as they are, without the analyses of a text not there
 
     page = build_report(results, results.parent / "report").read_text()
     assert "| lstm | byte | 2 |" in page and "≠ trained on other data" in page
@@ -167,9 +167,9 @@ def test_another_data_folder_marks_no_finished_run_and_forgets_none(matrix, tmp_
     """A mistyped --data-dir, one where the corpus was never fetched (a registry corpus is then planned as 'no data'),
     says nothing of the runs' data: every finished run keeps its record unmarked (all were marked as trained on
     other data), and the report is as before."""
-    from bench.study import plan as planning
-    from bench.study.config import read_config
-    from bench.study.runs_table import write_runs_table
+    from bench.study.matrix import plan as planning
+    from bench.study.matrix.config import read_config
+    from bench.study.matrix.runs_table import write_runs_table
 
     config, results, _, runs = matrix
     before = {run: (run / CELL).read_bytes() for run in runs}

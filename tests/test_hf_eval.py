@@ -7,7 +7,7 @@ import socket
 import pytest
 import torch
 
-from bench.engine.hf_eval import HFEvalSettings, evaluate_pretrained, load_pretrained
+from bench.engine.score.hf_eval import HFEvalSettings, evaluate_pretrained, load_pretrained
 
 pytest.importorskip("transformers")
 
@@ -50,12 +50,12 @@ def data_dir(tmp_path_factory, make_toy_corpus):
 
 def scored(model, ids: list[int], start: int, window: int, stride: int, streams: int = 1,
            autocast: torch.dtype | None = None) -> float:
-    """The total NLL bench eval-hf's scorer gives (the tests of bench.engine.evaluation check it token by token
+    """The total NLL bench eval-hf's scorer gives (the tests of bench.engine.score.evaluation check it token by token
     against a plain loop, a pretrained model included)."""
     import numpy as np
 
-    from bench.engine.evaluation import EvalLayout, Scorer
-    from bench.engine.precision import FLOAT32, Precision
+    from bench.engine.score.evaluation import EvalLayout, Scorer
+    from bench.engine.hardware.precision import FLOAT32, Precision
     from bench.models.pretrained import PretrainedLM
 
     layout = EvalLayout(streams=streams, chunk=stride, window=window)
@@ -141,7 +141,7 @@ def test_lm_eval_conventions_match_the_harness(tiny_gpt2, data_dir):
     text = "".join(f" = Article {k} = \n \n The game was a season , with <unk> @-@ 3 . \n \n" for k in range(3))
     (data_dir / "wiki.txt").write_text(text)
     model, tokenizer = load_pretrained(tiny_gpt2, torch.device("cpu"))
-    from bench.engine.hf_eval import lm_eval_numbers
+    from bench.engine.score.hf_eval import lm_eval_numbers
 
     widths = []
     model.register_forward_pre_hook(lambda module, args: widths.append(args[0].shape[1]))
@@ -187,8 +187,8 @@ stride = 32
 def test_a_matrix_scores_pretrained_models_beside_its_runs_and_reports_them(tiny_gpt2, tmp_path, make_text):
     import csv
 
-    from bench.study.execute import Execution, run_matrix
-    from bench.study.report import build_report
+    from bench.study.matrix.execute import Execution, run_matrix
+    from bench.study.report.report import build_report
 
     for k, split in enumerate(("train", "valid", "test")):
         (tmp_path / f"{split}.txt").write_text(make_text(n_lines=60 if split == "train" else 15, seed=k))
@@ -306,7 +306,7 @@ def test_eval_hf_never_writes_into_a_training_run_or_a_matrix(tiny_gpt2, data_di
 
 
 def test_a_split_without_tokens_is_not_scored(tiny_gpt2):
-    from bench.engine.hf_eval import check_ids
+    from bench.engine.score.hf_eval import check_ids
     from bench.errors import BenchError
 
     model, _ = load_pretrained(tiny_gpt2, torch.device("cpu"))

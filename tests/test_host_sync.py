@@ -7,7 +7,7 @@ import collections
 import pytest
 import torch
 
-from bench.engine import precision as policy
+from bench.engine.hardware import precision as policy
 from bench.engine import step as step_module
 from bench.engine.run import train
 from bench.engine.spec import RunSpec

@@ -1,7 +1,7 @@
 """Every scoring path equals an independent scorer: a plain loop that predicts each token of a split, one at a time,
 from exactly the context the evaluation layout promises it.
 
-The layout (bench.engine.evaluation): a split of n tokens is cut into `streams` contiguous, nearly equal pieces
+The layout (bench.engine.score.evaluation): a split of n tokens is cut into `streams` contiguous, nearly equal pieces
 (np.array_split's rule), each read from <bos> with a fresh state. A recurrent model carries its state from token to
 token within a piece. The Transformer reads the pieces side by side `chunk` tokens at a time (the last chunk ends
 with the longest piece, so it may be shorter); the k-th token of a chunk of T tokens sees the `window - T` inputs
@@ -20,8 +20,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.engine import evaluation
-from bench.engine.evaluation import EvalLayout, Scorer
+from bench.engine.score import evaluation
+from bench.engine.score.evaluation import EvalLayout, Scorer
 from bench.models import build_model
 from bench.models.lstm import LSTMConfig
 from bench.models.sharnn import SHARNNConfig
@@ -145,7 +145,7 @@ def test_a_pretrained_model_is_scored_like_the_plain_loop(streams, chunk):
 @pytest.mark.parametrize("model_name", ["lstm", "transformer"])
 def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, make_toy_corpus, model_name):
     from bench.engine import checkpoint
-    from bench.engine.inference import evaluate_checkpoint, load_model
+    from bench.engine.score.inference import evaluate_checkpoint, load_model
     from bench.engine.run import train
     from bench.engine.spec import RunSpec
     from bench.data.cache import encoded_split
@@ -176,8 +176,8 @@ def test_a_trained_runs_result_and_bench_eval_equal_the_plain_loop(tmp_path, mak
 
 
 def test_a_runs_layout_slides_half_a_window_unless_told_and_never_more_than_the_window():
-    from bench.engine.evaluation import run_layout
-    from bench.engine.precision import Precision
+    from bench.engine.score.evaluation import run_layout
+    from bench.engine.hardware.precision import Precision
     from bench.errors import BenchError
 
     transformer, lstm = model_of("transformer"), model_of("lstm")  # a window of 16; none
@@ -214,7 +214,7 @@ COUNTS = {"n_bytes": 61, "n_chars": 61, "n_words": 10, "n_lines": 1}
 def test_an_evaluation_says_what_it_scores_in_a_log_and_shows_a_bar_on_a_terminal():
     from types import SimpleNamespace
 
-    from bench.engine.evaluation import evaluate_splits
+    from bench.engine.score.evaluation import evaluate_splits
 
     ids = np.random.default_rng(7).integers(1, V, size=61)
     log = _Log(terminal=False)

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from bench.study.execute import _stopped_counts
-from bench.study.run_status import RunStatus
+from bench.study.matrix.execute import _stopped_counts
+from bench.study.matrix.run_status import RunStatus
 
 # Two short runs (equal tokens) planned first, then four that would train for hours (equal characters).
 CONFIG = """
@@ -68,7 +68,7 @@ LAUNCH = "import sys\nsys.path.insert(0, {repo!r})\n{prelude}\nimport cli\nsys.e
 BETWEEN_CHAINS = """
 import os, signal, time
 from pathlib import Path
-from bench.study import execute
+from bench.study.matrix import execute
 real, calls = execute.write_runs_table, []
 def write_then_ctrl_c(chains, config, results, *rest):
     table = real(chains, config, results, *rest)

@@ -1,5 +1,6 @@
 """Imports run downward: the tokenizers know nothing of the toolkit, the data layer nothing of the engine or the
-study, the engine nothing of the study or the commands, and no module imports itself back through others. Imports
+study, the engine nothing of the study or the commands, the study's numbers (stats) nothing of its matrix and
+the matrix nothing of the report, and no module imports itself back through others. Imports
 inside functions count too (they hide cycles; they are for heavy or optional libraries, not for layering)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "tokenizers_study")
+STUDY = ("bench.study", "bench.study.stats", "bench.study.matrix", "bench.study.report")
 # A module may import from the layers listed for its own layer (and from its own layer).
 BELOW = {
     "tokenizers_study": (),
@@ -18,9 +20,17 @@ BELOW = {
     "bench.data": ("tokenizers_study", "bench.core"),
     "bench.models": ("tokenizers_study", "bench.core"),  # of the tokenizer package, only its Registry type
     "bench.engine": ("tokenizers_study", "bench.core", "bench.data", "bench.models"),
-    "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
-    "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", "bench.study"),
-    "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", "bench.study"),
+    # the study's three layers: numbers, then running a matrix, then reporting on both
+    "bench.study.stats": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
+    "bench.study.matrix": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
+                           "bench.study.stats"),
+    "bench.study.report": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
+                           "bench.study.stats", "bench.study.matrix"),
+    "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
+                    "bench.study.stats", "bench.study.matrix", "bench.study.report"),
+    "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
+                       *STUDY),
+    "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", *STUDY),
 }
 
 
@@ -32,7 +42,8 @@ def module_name(path: Path) -> str:
 def layer(module: str) -> str:
     if module.startswith("tokenizers_study"):
         return "tokenizers_study"
-    for name in ("bench.data", "bench.models", "bench.engine", "bench.study", "bench.commands", "bench.api"):
+    for name in ("bench.data", "bench.models", "bench.engine", "bench.study.stats", "bench.study.matrix",
+                 "bench.study.report", "bench.study", "bench.commands", "bench.api"):
         if module == name or module.startswith(name + "."):
             return name
     return "bench.core"

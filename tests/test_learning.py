@@ -11,7 +11,7 @@ from bench.engine import learning
 from bench.engine.learning import TrainingNotLearning, clearly_below, unigram_log_probs, unigram_nll
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
-from bench.study.execute import Execution, run_matrix
+from bench.study.matrix.execute import Execution, run_matrix
 from tests.test_bad_inputs import MATRIX
 
 SETTINGS = {"emsize": 16, "nhid": 32, "bptt": 16, "batch_size": 4, "max_steps": 40, "warmup_steps": 4,

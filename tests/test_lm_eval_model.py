@@ -1,4 +1,4 @@
-"""A trained run as lm-evaluation-harness's model ``bench`` (bench.engine.lm_eval_model): on the same text (a
+"""A trained run as lm-evaluation-harness's model ``bench`` (bench.engine.score.lm_eval_model): on the same text (a
 local-file task, no hub), lm-eval's word_perplexity, byte_perplexity and bits_per_byte equal ``bench eval``'s with
 one stream within 1e-6, for a recurrent byte model and a windowed BPE one; loglikelihood agrees with itself. The
 README's command scores a run on a CPU-only machine; a device is used where asked for and refused where missing;
@@ -18,8 +18,8 @@ import torch
 lm_eval = pytest.importorskip("lm_eval")  # the dev extra (make test) installs it
 
 from bench.data.user import add_user_corpus  # noqa: E402
-from bench.engine.inference import evaluate_checkpoint  # noqa: E402
-from bench.engine.lm_eval_model import BenchLM  # noqa: E402
+from bench.engine.score.inference import evaluate_checkpoint  # noqa: E402
+from bench.engine.score.lm_eval_model import BenchLM  # noqa: E402
 from bench.engine.run import train  # noqa: E402
 from bench.engine.spec import RunSpec  # noqa: E402
 from bench.errors import BenchError  # noqa: E402
@@ -102,7 +102,7 @@ def lm_eval_here(monkeypatch, no_accelerator, capsys):
     (indexing lm-eval's thousands of own tasks takes 15 s a command). Returns (exit status, stdout, stderr)."""
     from lm_eval import tasks as lm_eval_tasks
 
-    from bench.engine import lm_eval_model
+    from bench.engine.score import lm_eval_model
 
     class LocalTasks(lm_eval_tasks.TaskManager):
         def __init__(self, *args, **kwargs):
@@ -183,7 +183,7 @@ def test_a_config_file_scores_a_run_on_a_cpu(byte_run, tasks, tmp_path, device, 
     config = tmp_path / "config.yaml"
     config.write_text(f"model: bench\nmodel_args:\n  run: {byte_run}\ntasks: [bench_plain_test]\n"
                       f"include_path: {tasks}\n{device}")
-    status, out, err = lm_eval_here("python -m bench.engine.lm_eval_model --config {config}", config=config)
+    status, out, err = lm_eval_here("python -m bench.engine.score.lm_eval_model --config {config}", config=config)
     assert status == 0, err[-3000:]
     assert ("note: no GPU on this machine" in err) == (device == "")
 
@@ -273,5 +273,5 @@ def test_a_config_file_that_cannot_be_read_is_one_line(tmp_path, lm_eval_here, t
     config = tmp_path / "config.yaml"
     if text is not None:
         config.write_text(text)
-    status, _, err = lm_eval_here("python -m bench.engine.lm_eval_model --config {config}", config=config)
+    status, _, err = lm_eval_here("python -m bench.engine.score.lm_eval_model --config {config}", config=config)
     assert (status, err.count("\n"), err.startswith("error: --config "), fragment in err) == (1, 1, True, True), err

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.engine.marginal import estimate_line
+from bench.engine.score.marginal import estimate_line
 from tokenizers_study import train_tokenizer
 from tokenizers_study.segmentations import Lattice, piece_table
 
@@ -102,7 +102,7 @@ def test_eval_marginal_on_a_trained_model(tmp_path_factory, make_toy_corpus, cli
 def test_the_report_shows_the_main_table_number_beside_the_canonical_score_of_the_lines():
     from types import SimpleNamespace
 
-    from bench.study.report_tables import marginal_rows
+    from bench.study.report.report_tables import marginal_rows
 
     estimate = {"lines": 40, "draws_per_line": 8, "canonical_bits_per_byte": 4.756, "marginal_bits_per_byte": 4.75,
                 "marginal_se": 0.001, "relative_gap": 0.0013}
@@ -115,7 +115,7 @@ def test_the_report_shows_the_main_table_number_beside_the_canonical_score_of_th
 def test_a_line_without_a_segmentation_is_named_with_the_fix(unigram, monkeypatch):
     import torch
 
-    import bench.engine.marginal as marginal
+    import bench.engine.score.marginal as marginal
     from tokenizers_study import TokenizerError
 
     monkeypatch.setattr(marginal, "piece_table", lambda tokenizer: {b"a": [5]})  # only "a" can be spelled

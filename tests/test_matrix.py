@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from bench.errors import BenchError
-from bench.study.grid import load_config
-from bench.study.execute import Execution, run_matrix
-from bench.study.grid import expand
-from bench.study.report import build_report
+from bench.study.matrix.grid import load_config
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.matrix.grid import expand
+from bench.study.report.report import build_report
 from bench.engine.trainer import Trainer, TrainingInterrupted
 
 CONFIG = """
@@ -243,7 +243,7 @@ def test_shipped_configs_are_valid(name, repo):
     from bench.data.facts import DataFacts
     from bench.engine.budget import limit_for
     from bench.engine.resolve import resolve
-    from bench.study.grid import MATCH_RULES, cell_spec
+    from bench.study.matrix.grid import MATCH_RULES, cell_spec
     from tokenizers_study import parse_scheme
 
     config = load_config(repo / "configs" / f"{name}.toml")
@@ -463,8 +463,8 @@ def test_ctrl_c_taken_by_another_thread_while_the_workers_are_handed_their_runs(
 def test_the_attack_sentence_and_figure_never_pool_texts_or_matching_rules():
     import pandas as pd
 
-    from bench.study import figures
-    from bench.study.report import _attack_sentence
+    from bench.study.report import figures
+    from bench.study.report.report import _attack_sentence
 
     rows = []
     for dataset, scale in (("wikitext-2", 1.0), ("enwik8", 0.5)):

@@ -12,7 +12,7 @@ import pytest
 
 from bench import metrics
 from bench.metrics import Metric
-from bench.study.execute import Execution, run_matrix
+from bench.study.matrix.execute import Execution, run_matrix
 from tests.test_bad_inputs import FAST, MATRIX, call
 
 TOY = Metric("nats_per_byte", "nats/byte", "nats per byte", lambda c: c.per(c.bytes), True,
@@ -41,7 +41,7 @@ def finished(tmp_path_factory, make_toy_corpus):
 
 def test_a_declared_metric_is_a_column_of_the_main_table_its_exports_and_a_definition(toy_metric, finished,
                                                                                       tmp_path):
-    from bench.study.report import build_report
+    from bench.study.report.report import build_report
 
     root, _, _, value = finished
     page = build_report(root / "results", tmp_path / "report").read_text()

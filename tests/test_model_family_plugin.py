@@ -91,8 +91,8 @@ checkpoint_every = 5
 
 def test_a_family_declared_once_trains_in_a_matrix_and_is_drawn_with_its_own_marker(toy_gru, tmp_path, make_text,
                                                                                     monkeypatch):
-    from bench.study.execute import Execution, run_matrix
-    from bench.study.report import build_report
+    from bench.study.matrix.execute import Execution, run_matrix
+    from bench.study.report.report import build_report
 
     for i, split in enumerate(("train", "valid", "test")):
         (tmp_path / f"{split}.txt").write_text(make_text(n_lines=150 if split == "train" else 25, seed=i))
@@ -143,8 +143,8 @@ def test_a_family_whose_setting_is_a_training_setting_is_refused_where_its_setti
 
 
 def test_its_gru_is_a_cudnn_rnn_to_the_precision_policy_and_the_device(monkeypatch):
-    from bench.engine.device import flatten_rnns
-    from bench.engine.precision import has_rnn, plan_precision
+    from bench.engine.hardware.device import flatten_rnns
+    from bench.engine.hardware.precision import has_rnn, plan_precision
 
     model = ToyGRU(ToyGRUConfig(vocab_size=8, width=4))
     assert has_rnn(model)

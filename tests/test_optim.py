@@ -200,7 +200,7 @@ def test_a_run_checkpointed_under_the_loop_resumes_under_foreach(make_toy_corpus
 
 @pytest.mark.parametrize("foreach", [True, False])
 def test_lamb_reads_a_learning_rate_tensor_at_each_step_as_a_cuda_graph_needs(foreach, one_thread):
-    """Under CUDA graphs the rate is a tensor filled before each replay (bench.engine.cuda_graphs): the same update
+    """Under CUDA graphs the rate is a tensor filled before each replay (bench.engine.hardware.cuda_graphs): the same update
     as the float's to rounding, and a new value acts at the next step."""
     torch.manual_seed(0)
     start = _Model()

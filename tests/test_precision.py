@@ -1,4 +1,4 @@
-"""The precision policy (bench.engine.precision): what runs where, on any CPU; float16 with a loss scaler; what
+"""The precision policy (bench.engine.hardware.precision): what runs where, on any CPU; float16 with a loss scaler; what
 ran is recorded from what was observed; threads that do not depend on the load."""
 
 import dataclasses
@@ -8,8 +8,8 @@ import os
 import pytest
 import torch
 
-from bench.engine import precision as policy
-from bench.engine.precision import DtypeWatch, plan_precision
+from bench.engine.hardware import precision as policy
+from bench.engine.hardware.precision import DtypeWatch, plan_precision
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
@@ -144,7 +144,7 @@ def test_a_resumed_run_uses_its_first_attempts_thread_count(data_dir, tmp_path, 
 
 
 def test_a_run_on_a_busy_machine_gives_the_same_bits_as_on_an_idle_one(data_dir, tmp_path, monkeypatch):
-    from bench.engine.device import use_threads
+    from bench.engine.hardware.device import use_threads
 
     before = torch.get_num_threads()
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

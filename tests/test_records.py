@@ -1,4 +1,4 @@
-"""A finished run's records (bench.study.records): what a lent GPU sends back and a study commits. The matrix skips a
+"""A finished run's records (bench.study.matrix.records): what a lent GPU sends back and a study commits. The matrix skips a
 run whose record is given, the report reads its losses by document as if it had its per-token losses, and no
 record or run folder is ever replaced."""
 
@@ -13,11 +13,11 @@ import pytest
 
 from bench.errors import BenchError
 from bench.run_files import CHECKPOINT, RESULT, TOKENIZER, document_losses, token_losses
-from bench.study.analysis import FinishedRun, read_document_losses
+from bench.study.matrix.finished_run import FinishedRun, read_document_losses
 from bench.engine.result import RunResult
-from bench.study.execute import Execution, run_matrix
-from bench.study.records import RECORD_FILES, export_records
-from bench.study.report import build_report
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.matrix.records import RECORD_FILES, export_records
+from bench.study.report.report import build_report
 
 pytestmark = pytest.mark.mirror
 
@@ -157,7 +157,7 @@ def test_a_run_folder_whose_records_disagree_is_not_exported_and_is_named(traine
     relabelled = next(copy.glob("lstm-*-byte-*"))
     cell = json.loads((relabelled / "cell.json").read_text())
     (relabelled / "cell.json").write_text(json.dumps({**cell, "cell": {**cell["cell"], "tokenizer": "bpe:300"}}))
-    done = subprocess.run([sys.executable, "-m", "bench.study.records", "export", str(copy), str(tmp_path / "out")],
+    done = subprocess.run([sys.executable, "-m", "bench.study.matrix.records", "export", str(copy), str(tmp_path / "out")],
                           cwd=repo, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(

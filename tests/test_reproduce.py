@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.study.execute import Execution, run_matrix
-from bench.study.reproduce import compare
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.matrix.reproduce import compare
 
 CONFIG = """
 [matrix]

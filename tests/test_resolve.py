@@ -113,7 +113,7 @@ def test_the_budget_stops_at_the_first_limit_reached():
 def test_default_threads_share_the_cores_whatever_the_load_and_honour_omp_num_threads(monkeypatch):
     import os
 
-    from bench.engine import device
+    from bench.engine.hardware import device
 
     monkeypatch.setattr(device, "available_cores", lambda: 8)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

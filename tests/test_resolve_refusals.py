@@ -156,9 +156,9 @@ def on_cuda(monkeypatch):
     """Resolution as on a machine with a GPU: the device cuda_graphs' check finds is CUDA."""
     import torch
 
-    import bench.engine.cuda_graphs
+    import bench.engine.hardware.cuda_graphs
 
-    monkeypatch.setattr(bench.engine.cuda_graphs, "device_here", lambda name: torch.device("cuda"))
+    monkeypatch.setattr(bench.engine.hardware.cuda_graphs, "device_here", lambda name: torch.device("cuda"))
 
 
 def test_cuda_graphs_are_refused_where_they_cannot_run_in_one_line():

@@ -12,7 +12,7 @@ import pytest
 import bench.data.store as store
 import bench.engine.spec as spec_module
 from bench.engine.resolve import ResolvedRun
-from bench.study.execute import Execution, run_matrix
+from bench.study.matrix.execute import Execution, run_matrix
 
 CONFIG = """[matrix]
 name = "twice"

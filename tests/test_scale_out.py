@@ -10,8 +10,8 @@ import time
 import pytest
 import torch
 
-from bench.study.execute import Execution, run_matrix
-from bench.study.launch import ClusterSettings, submit, wait_for
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.matrix.launch import ClusterSettings, submit, wait_for
 
 SETTINGS = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
             "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "eval_max_tokens": 500, "log_every": 2}
@@ -136,7 +136,7 @@ def test_under_torchrun_a_bad_setting_is_one_line_once_and_run_matrix_is_refused
 def test_a_failed_cluster_job_is_recorded_with_the_error_it_raised():
     from submitit.core.utils import FailedJobError
 
-    from bench.study.launch import job_error
+    from bench.study.matrix.launch import job_error
 
     wrapped = FailedJobError("Job (task=0) failed during processing with trace:\n----------------------\n"
                              "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"

@@ -9,7 +9,7 @@ import torch
 from bench.data.facts import DataFacts
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
-from bench.engine.speed import measure_speed
+from bench.engine.hardware.speed import measure_speed
 from tests.test_bad_inputs import call
 from tests.test_train import spec
 

@@ -9,11 +9,11 @@ import json
 import pandas as pd
 import pytest
 
-from bench.study import figures
-from bench.study.execute import Execution, run_matrix
-from bench.study.report import build_report
-from bench.study.figure_style import plt, tokenizer_order
-from bench.study.report_tables import closed_vocabulary_rows, paired_rows
+from bench.study.report import figures
+from bench.study.matrix.execute import Execution, run_matrix
+from bench.study.report.report import build_report
+from bench.study.report.figure_style import plt, tokenizer_order
+from bench.study.report.report_tables import closed_vocabulary_rows, paired_rows
 from tokenizers_study import FAMILIES, TokenizerError, parse_scheme, train_tokenizer
 from tokenizers_study.words import OpenWordTokenizer, WordTokenizer
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bench.engine import checkpoint
-from bench.engine.inference import evaluate_checkpoint, load_model, sample
+from bench.engine.score.inference import evaluate_checkpoint, load_model, sample
 from bench.engine.resolve import ResolvedRun
 from bench.engine.result import RunResult
 from bench.engine.run import execute, plan_run, train
@@ -334,8 +334,8 @@ def test_cli_train_eval_sample(data_dir, tmp_path, cli):
 
 
 def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, monkeypatch):
-    from bench.engine.evaluation import Scorer, run_layout
-    from bench.engine.precision import plan_precision
+    from bench.engine.score.evaluation import Scorer, run_layout
+    from bench.engine.hardware.precision import plan_precision
     from bench.models.sharnn import SHARNN
 
     result = train(spec(data_dir, tmp_path / "run", max_steps=3), show_progress=False)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from bench.data.documents import document_starts, document_totals
-from bench.study.uncertainty import TextLosses, compare, document_interval, holm, seed_interval
+from bench.study.stats.uncertainty import TextLosses, compare, document_interval, holm, seed_interval
 
 
 def test_wikitext_articles_wikipedia_pages_and_blocks():
@@ -136,7 +136,7 @@ def test_the_95_percent_interval_covers_the_truth_95_percent_of_the_time(seeds, 
 
 
 def test_seeds_needed_for_a_difference():
-    from bench.study.uncertainty import seeds_needed
+    from bench.study.stats.uncertainty import seeds_needed
 
     # the normal approximation 2 (1.96 + 0.84)^2 (sd / effect)^2 = 15.7 for sd = effect: t needs a little more
     assert seeds_needed(seed_sd=0.01, effect=0.01) == 17
@@ -163,7 +163,7 @@ def test_holm_adjusts_the_family_together():
 def test_the_vocabulary_sweep_never_pools_matching_rules():
     import pandas as pd
 
-    from bench.study.figures import FigureStyle, vocab_sweep_figure
+    from bench.study.report.figures import FigureStyle, vocab_sweep_figure
 
     rows = [{"model": "lstm", "tokenizer": t, "match": m, "dataset": "wikitext-2", "test_bits_per_char": b,
              "test_token_perplexity": p, "flags": ""}
@@ -180,7 +180,7 @@ def test_the_vocabulary_sweep_never_pools_matching_rules():
 def test_the_power_line_pools_the_seed_spread_of_each_cell():
     import pandas as pd
 
-    from bench.study.report_tables import power_line
+    from bench.study.report.report_tables import power_line
 
     rows = [("lstm", "byte", s, v) for s, v in enumerate([1.80, 1.82, 1.81])]
     rows += [("lstm", "bpe:1024", s, v) for s, v in enumerate([1.70, 1.73, 1.71])]
@@ -196,7 +196,7 @@ def test_the_power_line_pools_the_seed_spread_of_each_cell():
 def test_perplexities_over_seeds_are_the_perplexity_of_the_mean_loss():
     import pandas as pd
 
-    from bench.study.report_tables import main_table
+    from bench.study.report.report_tables import main_table
 
     class Run:
         log = []
@@ -220,7 +220,7 @@ def test_perplexities_over_seeds_are_the_perplexity_of_the_mean_loss():
 def test_edges_of_the_seed_statistics():
     from scipy import stats
 
-    from bench.study.uncertainty import seeds_needed
+    from bench.study.stats.uncertainty import seeds_needed
 
     mean, half = seed_interval([1.0, 1.2])  # two seeds already give an interval
     assert mean == pytest.approx(1.1) and half == pytest.approx(stats.t.ppf(0.975, 1) * 0.1)  # sd 0.1414 / sqrt(2)
@@ -272,7 +272,7 @@ def test_losses_stored_as_float32_are_averaged_in_double_precision():
 
 
 def test_seeds_needed_for_a_two_sided_test_up_to_the_most_asked():
-    from bench.study.uncertainty import seeds_needed
+    from bench.study.stats.uncertainty import seeds_needed
 
     # two-sided: a difference in either direction needs the same seeds
     assert seeds_needed(0.01, effect=-0.01) == seeds_needed(0.01, effect=0.01) == 17
@@ -359,7 +359,7 @@ def test_what_a_comparison_without_a_test_says():
 
 
 def test_a_runs_document_losses_are_worked_out_once_for_the_main_table_and_every_pair_it_is_in(monkeypatch, tmp_path):
-    from bench.study.analysis import FinishedRun
+    from bench.study.matrix.finished_run import FinishedRun
 
     worked_out = []
     monkeypatch.setattr(FinishedRun, "_document_losses", lambda self, split: worked_out.append(split) or split)

@@ -48,7 +48,7 @@ def config_fields(
 def config_tables() -> None:
     """The tables of a matrix config (TOML) and the keys each takes; the fields of [shared], [models.<model>] and
     [tokenizers."<scheme>"] are those of `bench config fields`."""
-    from bench.study.config import CONFIG_TABLES
+    from bench.study.matrix.config import CONFIG_TABLES
 
     width = max(len(heading) for heading, _ in CONFIG_TABLES.values()) + 2
     for heading, keys in CONFIG_TABLES.values():

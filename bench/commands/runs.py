@@ -38,8 +38,8 @@ def train_command(
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
 ) -> None:
     """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
-    from bench.engine.device import use_threads
-    from bench.engine.distributed import Ranks
+    from bench.engine.hardware.device import use_threads
+    from bench.engine.hardware.distributed import Ranks
     from bench.engine.run import train
     from bench.run_files import RESULT
     from bench.engine.spec import RunSpec
@@ -85,8 +85,8 @@ def eval_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
-    from bench.engine.device import check_threads, use_threads
-    from bench.engine.inference import evaluate_checkpoint, own_run_folder
+    from bench.engine.hardware.device import check_threads, use_threads
+    from bench.engine.score.inference import evaluate_checkpoint, own_run_folder
 
     check_threads(threads)
     check_split(split)
@@ -99,7 +99,7 @@ def eval_command(
         raise BenchError(f"--marginal {marginal:,} draws per line is beyond {MOST_DRAWS:,} (each draw is a forward "
                          f"pass over the line; the Monte Carlo error falls only as 1/sqrt(K)); lower it")
     if marginal:
-        from bench.engine.inference import load_model
+        from bench.engine.score.inference import load_model
         from tokenizers_study.segmentations import piece_table
 
         piece_table(load_model(checkpoint_path, "cpu").tokenizer)  # a scheme without a lattice: refused first
@@ -148,7 +148,7 @@ def _claim_marginal_file(path: Path, settings: dict) -> None:
 def _marginal(checkpoint_path: Path, split: str, data_dir, draws: int, lines: int | None, run_folder: Path | None):
     """The marginal estimate, also saved in the run's folder as marginal.<split>.json for the report (never beside
     a loose checkpoint in a folder that is no run's)."""
-    from bench.engine.inference import evaluate_marginal
+    from bench.engine.score.inference import evaluate_marginal
     from bench.fileio import write_json_atomic
 
     report = evaluate_marginal(checkpoint_path, split, data_dir, draws, lines)
@@ -174,7 +174,7 @@ def sample_command(
     seed: int = typer.Option(0, "--seed", help="Random seed."),
 ) -> None:
     """Generate text from a trained model."""
-    from bench.engine.inference import printable, sample
+    from bench.engine.score.inference import printable, sample
     from bench.engine.spec import check_seed
 
     if tokens > MOST_SAMPLED:
@@ -208,7 +208,7 @@ def speed_command(
     """Measure training and evaluation throughput (tokens/s) of a model on this machine, on random tokens."""
     from bench.data.facts import facts_for_sizing
     from bench.engine.spec import RunSpec
-    from bench.engine.speed import measure_speed
+    from bench.engine.hardware.speed import measure_speed
 
     if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
         raise BenchError(f"--peak-tflops must be a positive finite number, not {peak_tflops}")
@@ -265,7 +265,7 @@ def eval_hf_command(
     """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
     from dataclasses import replace
 
-    from bench.engine.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained, identify
+    from bench.engine.score.hf_eval import HFEvalSettings, default_out_dir, evaluate_pretrained, identify
 
     if conventions not in ("bench", "lm-eval"):
         raise BenchError(f"--conventions must be bench or lm-eval, not {conventions!r}")

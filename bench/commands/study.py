@@ -27,7 +27,7 @@ def run_matrix_command(
                                            "name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
     records: Optional[Path] = typer.Option(None, "--records", help="A folder of finished runs' records trained "
-                                           "elsewhere (python -m bench.study.records export): a run not started "
+                                           "elsewhere (python -m bench.study.matrix.records export): a run not started "
                                            "here whose record is there is done, its folder made from the record."),
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
@@ -46,9 +46,9 @@ def run_matrix_command(
 ) -> None:
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
-    from bench.study.execute import Execution, run_matrix
-    from bench.study.launch import LAUNCHERS, ClusterSettings
-    from bench.study.run_status import RunStatus
+    from bench.study.matrix.execute import Execution, run_matrix
+    from bench.study.matrix.launch import LAUNCHERS, ClusterSettings
+    from bench.study.matrix.run_status import RunStatus
     from bench.text_tables import text_table
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -98,7 +98,7 @@ def report_command(
         f"{m.name} ({m.unit})" for m in figure_metrics()) + ". The tables show every metric."),
 ) -> None:
     """Write report.md, a self-contained report.html and every figure (PNG and SVG) from a matrix's results."""
-    from bench.study.report import build_report
+    from bench.study.report.report import build_report
 
     path = build_report(results, out, metric)
     print(f"report: {path} (and {path.with_suffix('.html')})")
@@ -112,7 +112,7 @@ def compare_command(
     """Two runs, or two matrices' results, side by side on the same test text: the same metrics, and A - B with
     its interval (over documents for two runs; over seeds, with a Holm-adjusted p-value, for two matrices)."""
     from bench.fileio import json_text
-    from bench.study.compare import compare_paths
+    from bench.study.report.compare import compare_paths
     from bench.text_tables import text_table
 
     compared = compare_paths(first, second)
@@ -145,7 +145,7 @@ def reproduce_command(
     recorded and new value, their difference (in the seeds' standard deviations where the study has several),
     bit-identical where they are, and what differs between the two machines. Exits 1 when a difference exceeds its
     tolerance (a quarter of the seeds' standard deviation, else 1% relative)."""
-    from bench.study.reproduce import reproduce
+    from bench.study.matrix.reproduce import reproduce
     from bench.text_tables import text_table
 
     outcome = reproduce(results, runs, run or [], out, reproduced, jobs, data_dir, threads, show_progress=not quiet)

@@ -3,6 +3,7 @@
 ``spec`` (what a run is) -> ``resolve`` (the frozen run configuration, with ``presets``
 and the data's facts) -> ``run`` (execute: ``layout`` of the text, ``trainer`` with its
 ``budget``, ``optim``, ``checkpoint`` and ``device``; ``evaluation`` of the whole splits)
--> ``result`` (the typed result.json). ``inference``, ``describe`` and ``speed`` use
-trained or sized models.
+-> ``result`` (the typed result.json). ``score/`` scores texts with models (the one scorer, checkpoints,
+lm-evaluation-harness), ``hardware/`` says what a run runs on (device, precision, CUDA graphs, processes, memory,
+speed); ``describe`` sizes models.
 """

@@ -130,7 +130,7 @@ class ZeroGradients:
                 zero.append(torch.zeros((), dtype=torch.bool, device=self.in_a_row.device))
                 continue
             zero.append(torch.stack(torch._foreach_norm(grads)).float().max() == 0)
-        # in place: a CUDA graph (bench.engine.cuda_graphs) replays the counts in the tensor it captured
+        # in place: a CUDA graph (bench.engine.hardware.cuda_graphs) replays the counts in the tensor it captured
         self.in_a_row.add_(1).mul_(torch.stack(zero).to(self.in_a_row.device))
 
     def new_warnings(self, step: int) -> list[str]:

@@ -110,7 +110,7 @@ class Lamb(torch.optim.Optimizer):
 
 def _descend(params: list[torch.Tensor], updates: list[torch.Tensor], lr: float | torch.Tensor) -> None:
     """``params -= lr * updates`` (``updates`` is consumed). A tensor ``lr`` is read on the device at each step: a
-    CUDA graph's (bench.engine.cuda_graphs), filled before each replay, where a float would stay the captured one."""
+    CUDA graph's (bench.engine.hardware.cuda_graphs), filled before each replay, where a float would stay the captured one."""
     if isinstance(lr, torch.Tensor):
         torch._foreach_mul_(updates, lr)
         torch._foreach_sub_(params, updates)

@@ -192,7 +192,7 @@ def _model_size(net, train: TrainConfig, facts: DataFacts) -> ModelSize:
 def _check_budget_size(size: ModelSize, model_config, train: TrainConfig) -> None:
     """A budget that allows less than one optimizer step, or more than :data:`MOST_STEPS` (a typo such as
     ``flops = 1e30``), is refused, as is a run beyond its device's memory."""
-    from bench.engine.memory import check_memory
+    from bench.engine.hardware.memory import check_memory
 
     step = mean_step_tokens(train)
     eval_tokens = max(train.eval_streams, train.final_eval_streams or 0) * (train.eval_chunk or train.bptt)
@@ -211,10 +211,10 @@ def _check_budget_size(size: ModelSize, model_config, train: TrainConfig) -> Non
 def _check_runtime(train: TrainConfig, net) -> None:
     """Settings that cannot act as written: too many threads for this machine, a precision or CUDA graphs where
     they cannot run, a floor for a decay that never happens (``net``: the model on the meta device)."""
-    from bench.engine.cuda_graphs import check_cuda_graphs
+    from bench.engine.hardware.cuda_graphs import check_cuda_graphs
     from bench.engine.curves import check_log_to
-    from bench.engine.device import check_threads
-    from bench.engine.precision import check_precision, has_rnn
+    from bench.engine.hardware.device import check_threads
+    from bench.engine.hardware.precision import check_precision, has_rnn
 
     check_threads(train.threads, "threads")
     check_precision(train.precision, train.lstm_precision, train.device)

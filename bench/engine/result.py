@@ -53,7 +53,7 @@ class NewerSchema(ValueError):
 
 
 # The status of every result: a result is written when a run has finished (where a run of a study stands, the
-# statuses before and besides this one, is the study's: bench.study.run_status.RunStatus).
+# statuses before and besides this one, is the study's: bench.study.matrix.run_status.RunStatus).
 DONE = "done"
 
 
@@ -107,7 +107,7 @@ class TrainingSummary:
     startup_seconds: Optional[float] = None  # from the command's start to its first training step (this attempt)
     compile_seconds: Optional[float] = None  # with compile: torch.compile's compiling inside this attempt's steps
     threads: Optional[int] = None  # CPU threads (every attempt uses the first one's)
-    # what ran: the setting, the policy's choice (bench.engine.precision), the dtypes observed at each module
+    # what ran: the setting, the policy's choice (bench.engine.hardware.precision), the dtypes observed at each module
     # family's inputs, weights and outputs in the first step, the loss scaler's final scale and skipped updates
     precision: Optional[dict[str, Any]] = None
     warnings: list[str] = field(default_factory=list)  # e.g. a parameter family whose gradients stayed zero
@@ -117,7 +117,7 @@ class TrainingSummary:
 @dataclass
 class EvaluationSummary:
     weights: str
-    layout: dict[str, Any]  # streams, chunk, window, precision (bench.engine.evaluation.EvalLayout)
+    layout: dict[str, Any]  # streams, chunk, window, precision (bench.engine.score.evaluation.EvalLayout)
     scored: str
     other_conventions: Optional[dict[str, Any]] = None  # the same model scored as another harness scores it
 

@@ -25,10 +25,10 @@ from bench.arguments import flag_argument
 from bench.data.facts import load_data_facts
 from bench.data.paths import resolve_data_dir
 from bench.engine import checkpoint
-from bench.engine.device import describe, use_threads
+from bench.engine.hardware.device import describe, use_threads
 from bench.engine.curves import check_curves_folder
-from bench.engine.distributed import Ranks
-from bench.engine.evaluation import EvalLayout, evaluate_splits
+from bench.engine.hardware.distributed import Ranks
+from bench.engine.score.evaluation import EvalLayout, evaluate_splits
 from bench.engine.learning import too_few_validations
 from bench.engine.corpus import prepare_corpus
 from bench.engine.resolve import ResolvedRun, resolve

@@ -87,7 +87,7 @@ class TrainConfig:
         None, "CPU threads (none: $OMP_NUM_THREADS, else the cores shared among the runs at a time)", POSITIVE)
     precision: Literal["auto", "float32", "bfloat16", "float16"] = runtime(
         "auto", "float16: with loss scaling; auto: float32 on a CPU, on CUDA float16 for models with LSTMs, else "
-                "bfloat16 (bench.engine.precision)")
+                "bfloat16 (bench.engine.hardware.precision)")
     lstm_precision: Literal["auto", "float32", "autocast"] = runtime(
         "auto", "LSTMs under bf16/fp16: auto (the policy: never float16 unscaled), float32, or autocast (as PyTorch "
                 "decides: float16 on cuDNN even under bf16, unscaled)")
@@ -96,7 +96,7 @@ class TrainConfig:
         "auto", "LAMB only: foreach (torch._foreach_* over all tensors, no host synchronisation), loop (one parameter "
                 "at a time) or auto (foreach on CUDA, else loop); the same update to rounding, not in the run id")
     cuda_graphs: bool = runtime(
-        False, "replay each training step from one CUDA graph once its shapes repeat (bench.engine.cuda_graphs): CUDA "
+        False, "replay each training step from one CUDA graph once its shapes repeat (bench.engine.hardware.cuda_graphs): CUDA "
                "only, fixed shapes (seq_jitter=false), not float16's loss scaler; not in the run id")
 
     def __post_init__(self) -> None:

@@ -13,9 +13,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.engine.device import flatten_rnns
+from bench.engine.hardware.device import flatten_rnns
 from bench.engine.learning import ZeroGradients
-from bench.engine.precision import Precision
+from bench.engine.hardware.precision import Precision
 from bench.engine.resolve import ResolvedRun
 from bench.models import build_model
 from bench.models.common import LanguageModel, State
@@ -74,9 +74,9 @@ def make_step(step_module: nn.Module, model: LanguageModel, optimizer: torch.opt
               zero_gradients: ZeroGradients | None = None):
     """One training step as a function ``(x, y, state) -> (mean loss, new state, skip flag or None)``: forward
     (``step_module``, a :class:`TrainingStep` or its DistributedDataParallel), backward and update; with
-    ``cuda_graphs``, replayed from a CUDA graph once its shapes repeat (bench.engine.cuda_graphs)."""
+    ``cuda_graphs``, replayed from a CUDA graph once its shapes repeat (bench.engine.hardware.cuda_graphs)."""
     if cuda_graphs:
-        from bench.engine.cuda_graphs import GraphedStep
+        from bench.engine.hardware.cuda_graphs import GraphedStep
 
         step = GraphedStep(step_module, model, optimizer,
                            lambda loss: apply_gradients(model, optimizer, loss, clip, None, zero_gradients), device,

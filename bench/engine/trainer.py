@@ -24,15 +24,15 @@ import torch
 
 from bench.engine import checkpoint
 from bench.engine.budget import Usage, mean_step_tokens
-from bench.engine.device import configure, pick_device
-from bench.engine.distributed import Ranks
-from bench.engine.evaluation import Scorer, run_layout
+from bench.engine.hardware.device import configure, pick_device
+from bench.engine.hardware.distributed import Ranks
+from bench.engine.score.evaluation import Scorer, run_layout
 from bench.engine.curves import Curves, curves_for
 from bench.engine.corpus import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.learning import (TrainingNotLearning, ZeroGradients, not_learning_message, stalled_at_floor,
                                    unigram_log_probs, unigram_nll)
 from bench.engine.optim import build_optimizer, lr_factor
-from bench.engine.precision import DtypeWatch, plan_precision
+from bench.engine.hardware.precision import DtypeWatch, plan_precision
 from bench.engine.progress import Progress, SignalGuard, read_log_lines
 from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, build_training_model, make_step

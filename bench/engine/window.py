@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from bench.engine.distributed import Ranks
+from bench.engine.hardware.distributed import Ranks
 from bench.errors import BenchError
 
 

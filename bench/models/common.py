@@ -165,7 +165,7 @@ def run_lstm(lstm: nn.LSTM, x: torch.Tensor, state, **weights) -> tuple[torch.Te
     ``nn.LSTM`` keeps its state as [layers, B, H] even with ``batch_first``; states
     here are batch-first everywhere so that checkpoints and row selection treat
     every tensor alike. ``weights`` replace parameters for this call (weight drop). The precision policy's rule
-    for recurrent modules (bench.engine.precision) acts inside ``lstm`` itself.
+    for recurrent modules (bench.engine.hardware.precision) acts inside ``lstm`` itself.
     """
     if state is not None:
         state = tuple(s.transpose(0, 1).contiguous() for s in state)

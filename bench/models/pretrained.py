@@ -1,5 +1,5 @@
 """A HuggingFace causal language model behind the study's model interface, so that ``bench eval-hf`` scores it
-with the same evaluation as a trained run (bench.engine.evaluation).
+with the same evaluation as a trained run (bench.engine.score.evaluation).
 
 Its state is the sliding window of previous tokens, as for the study's Transformer (``slide_window``); a forward
 pass returns the float32 next-token logits of the new tokens only (``logits_to_keep``: the positions of the window

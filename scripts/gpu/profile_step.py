@@ -15,7 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_speed import Ours, Reference, add_size_arguments, load_reference, timed_steps  # noqa: E402
 
-from bench.engine.device import configure, pick_device  # noqa: E402
+from bench.engine.hardware.device import configure, pick_device  # noqa: E402
 from bench.engine.optim import Lamb  # noqa: E402
 
 

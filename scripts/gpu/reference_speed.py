@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.engine.device import configure, flatten_rnns, pick_device  # noqa: E402
+from bench.engine.hardware.device import configure, flatten_rnns, pick_device  # noqa: E402
 from bench.engine.optim import Lamb  # noqa: E402
 from bench.models.common import detach_state  # noqa: E402
 from bench.models.sharnn import SHARNN, SHARNNConfig  # noqa: E402

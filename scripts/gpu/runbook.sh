@@ -27,7 +27,7 @@ MIRROR=${MIRROR:-.gpu/mirror}
 REFERENCE=${REFERENCE:-.gpu/sha-rnn}
 CONFIG=${CONFIG:-configs/gpu-wikitext2.toml}
 RESULTS=${RESULTS:-results/gpu-wikitext2}
-# RECORDS: the committed records of the study's runs finished on earlier leases (bench.study.records); the matrix
+# RECORDS: the committed records of the study's runs finished on earlier leases (bench.study.matrix.records); the matrix
 # skips them (default results/reference/<results folder's name>/runs, where it exists).
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
@@ -207,7 +207,7 @@ study() {
 
 # One call that ends by DEADLINE seconds (default 560): the study of LEASE_CONFIG (default configs/gpu-wikitext2.toml,
 # whose grid lists its runs most wanted first; JOBS at a time, default 6) until STUDY_MARGIN seconds (default 45)
-# before the deadline, the finished runs' records (losses by document, bench.study.records), then what comes back:
+# before the deadline, the finished runs' records (losses by document, bench.study.matrix.records), then what comes back:
 # records.tgz (each run folder without checkpoints or per-token losses: enough for the matrix to skip it and for
 # the report) and the test split's per-token losses as nll.tgz.* (15 MB parts). The report is built where the
 # records land (its compressor baselines take minutes of CPU). Time left once the study has nothing more to run
@@ -229,7 +229,7 @@ lease() {
     || echo "the study stopped early (see study.log); the next call resumes it"
   echo "[$SECONDS s] study block done"; tail -4 "$OUT/study.log"
   if [ -d "$results" ]; then
-    "$PY" -m bench.study.records documents "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
+    "$PY" -m bench.study.matrix.records documents "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
     tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/records.tgz" "$results"
     find "$results" -name 'token_nll.test.npy' -print0 | tar --null -T - -czf - | split -b 15M - "$OUT/nll.tgz."
   fi

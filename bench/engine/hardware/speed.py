@@ -1,0 +1,170 @@
+"""``bench speed``: training and evaluation throughput of a model on the current device.
+
+Runs real optimizer steps (the preset's optimizer, clipping, mixed precision and
+carried state) on random tokens, so no corpus is needed. Throughput is reported
+in tokens per second; with the byte scheme a token is a byte, which is how the
+SHA-RNN's characters per second on enwik8 are usually quoted. The first steps
+are warm-up (cuDNN autotuning, compilation, the SHA-RNN's memory filling up, a
+CUDA graph's eager steps and capture): their time is reported apart
+(``warmup_seconds``), with the share torch.compile spent compiling
+(``compile_seconds``, its own accounting), and never counted in the steady-state
+throughput; compilation during the timed steps (a recompile) is reported too.
+Peak memory is reset first, so it is this measurement's own. MFU is the achieved
+training FLOP/s (3x the forward FLOPs per token) over the GPU's dense bf16 peak
+(none is known for a CPU: ``--peak-tflops`` gives one). From the run's budget it
+also estimates how long the whole run would train at this speed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from bench.data.facts import DataFacts
+from bench.engine.budget import epoch_tokens, mean_step_tokens
+from bench.engine.hardware.device import configure, describe, pick_device, use_threads
+from bench.engine.optim import build_optimizer, implementation
+from bench.engine.hardware.precision import Precision, plan_precision
+from bench.engine.resolve import ResolvedRun, resolve
+from bench.engine.spec import RunSpec, validate_spec
+from bench.engine.step import TrainingStep, build_training_model, compile_seconds, make_step
+from bench.models.common import LanguageModel, detach_state
+
+# Dense bf16 tensor-core peaks from the vendors' data sheets (TFLOP/s, without sparsity).
+BF16_PEAK_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.4, "H200": 989.4, "GH200": 989.4, "A100": 312.0,
+                    "L40S": 362.0, "A10G": 70.0, "L4": 121.0}
+
+
+def bf16_peak_tflops(device_name: str) -> float | None:
+    """The data-sheet dense bf16 peak of a GPU named like ``NVIDIA H100 80GB HBM3`` (longest name first)."""
+    for name in sorted(BF16_PEAK_TFLOPS, key=len, reverse=True):
+        if name in device_name:
+            return BF16_PEAK_TFLOPS[name]
+    return None
+
+
+def default_warmup(resolved: ResolvedRun) -> int:
+    """Enough untimed steps for the SHA-RNN's memory to fill (and compilation to settle), at least 3; with CUDA
+    graphs, then the eager steps and the capture."""
+    from bench.engine.hardware.cuda_graphs import EAGER_STEPS
+
+    max_memory = getattr(resolved.model, "max_memory", 0) or 0
+    filled = max(3, math.ceil(max_memory / resolved.train.bptt) + 1)
+    return filled + (EAGER_STEPS + 1 if resolved.train.cuda_graphs else 0)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int | None = None,
+                  peak_tflops: float | None = None) -> dict:
+    resolved = resolve(validate_spec(spec), facts)
+    cfg = resolved.train
+    device = pick_device(cfg.device)
+    configure(device)
+    use_threads(cfg.threads)
+    warmup = default_warmup(resolved) if warmup is None else warmup
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.manual_seed(0)
+    model = build_training_model(resolved, device)
+    precision = plan_precision(cfg.precision, cfg.lstm_precision, device, model)
+    tokens = torch.randint(0, facts.vocab_size, (cfg.batch_size, cfg.bptt + 1), device=device)
+    optimizer = build_optimizer(model.parameters(), cfg)
+    train = _time_training(resolved, model, optimizer, tokens, device, precision, steps, warmup)
+    train_warmup, train_seconds = train["warmup"], train["timed"]
+    train_peak = _peak_memory_gb(device)
+    evaluation = _time_evaluation(model, tokens, device, precision, steps, warmup)
+    eval_warmup, eval_seconds = evaluation["warmup"], evaluation["timed"]
+    timed_tokens = steps * cfg.batch_size * cfg.bptt
+    train_tps = timed_tokens / train_seconds
+    train_flops_per_token = model.train_flops_per_token(cfg.bptt)
+    train_tflops = train_flops_per_token * train_tps / 1e12
+    info = describe(device)
+    peak = peak_tflops if peak_tflops is not None else (
+        bf16_peak_tflops(info.get("name", "")) if device.type == "cuda" else None)
+    planned = resolved.budget.planned_steps(facts.chars_per_token,
+                                          epoch_tokens(facts.train_tokens, cfg.batch_size) if facts.train_tokens
+                                          else None, mean_step_tokens(cfg), train_flops_per_token)
+    return {
+        "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
+        "vocab_size": facts.vocab_size, "params_total": model.num_params(),
+        "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": precision.name, "compile": cfg.compile,
+        "cuda_graphs": cfg.cuda_graphs, "lamb_impl": cfg.lamb_impl, "optimizer": implementation(optimizer),
+        "steps_timed": steps, "steps_warmup": warmup,
+        "train_tokens_per_second": train_tps, "eval_tokens_per_second": timed_tokens / eval_seconds,
+        "eval_over_train": train_seconds / eval_seconds,
+        "train_flops_per_token": train_flops_per_token, "train_tflops": train_tflops,
+        "peak_tflops": peak, "mfu": None if not peak else train_tflops / peak,
+        "warmup_seconds": {"train": train_warmup, "eval": eval_warmup},
+        # of which torch.compile compiled; "timed": compiling inside the timed steps (a recompile), never expected
+        "compile_seconds": {"train": train["warmup_compile"], "eval": evaluation["warmup_compile"],
+                            "timed": train["timed_compile"] + evaluation["timed_compile"]},
+        "device": info, "peak_memory_gb": train_peak, "eval_peak_memory_gb": _peak_memory_gb(device),
+        "budget_steps": planned,
+        "budget_hours": None if planned is None else planned * train_seconds / steps / 3600,
+    }
+
+
+def _peak_memory_gb(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    peak = torch.cuda.max_memory_allocated(device) / 2**30
+    torch.cuda.reset_peak_memory_stats(device)
+    return round(peak, 2)
+
+
+def _time_training(resolved: ResolvedRun, model: LanguageModel, optimizer: torch.optim.Optimizer,
+                   tokens: torch.Tensor, device: torch.device, precision: Precision, steps: int,
+                   warmup: int) -> dict[str, float]:
+    """Seconds of ``warmup`` untimed optimizer steps, then of ``steps`` timed ones (:func:`_timed`)."""
+    cfg = resolved.train
+    train_step = make_step(TrainingStep(model, device, precision), model, optimizer, cfg.clip, cfg.cuda_graphs,
+                           device, precision.grad_scaler(device))
+    state = None
+    model.train()
+
+    def step() -> None:
+        nonlocal state
+        _, new_state, _ = train_step(tokens[:, :-1], tokens[:, 1:],
+                                     state if model.carries_state_in_training else None)
+        state = detach_state(new_state)
+
+    return _timed(step, device, steps, warmup)
+
+
+@torch.no_grad()
+def _time_evaluation(model: LanguageModel, tokens: torch.Tensor, device: torch.device, precision: Precision,
+                     steps: int, warmup: int) -> dict[str, float]:
+    """Seconds of ``warmup`` untimed forward passes with carried state, then of ``steps`` timed ones."""
+    model.eval()
+    state = None
+
+    def step() -> None:
+        nonlocal state
+        with precision.active(device):
+            hidden, state = model(tokens[:, :-1], state)
+            model.logits(hidden)
+
+    return _timed(step, device, steps, warmup)
+
+
+def _timed(step, device: torch.device, steps: int, warmup: int) -> dict[str, float]:
+    """Wall seconds of the warm-up steps and of the timed steps, each measured between device syncs, and the
+    seconds torch.compile compiled in each."""
+    _sync(device)
+    start, compiled = time.perf_counter(), compile_seconds()
+    for _ in range(warmup):
+        step()
+    _sync(device)
+    middle, compiled_middle = time.perf_counter(), compile_seconds()
+    for _ in range(steps):
+        step()
+    _sync(device)
+    return {"warmup": middle - start, "timed": time.perf_counter() - middle,
+            "warmup_compile": compiled_middle - compiled, "timed_compile": compile_seconds() - compiled_middle}
