@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -47,29 +46,12 @@ def run_matrix_command(
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
     from bench.study.matrix.execute import Execution, run_matrix
-    from bench.study.matrix.launch import LAUNCHERS, ClusterSettings
+    from bench.study.matrix.launch import cluster_settings
     from bench.study.matrix.run_status import RunStatus
     from bench.text_tables import text_table
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise BenchError("run-matrix under torchrun would run the whole matrix in every process; it spreads its "
-                         "runs itself (--jobs N here, --launcher slurm --gpus-per-run N on a cluster); under "
-                         "torchrun, run one run: torchrun --nproc-per-node N cli.py train ...")
-    if launcher not in LAUNCHERS:
-        instead = "; --jobs N runs a matrix in processes of this machine" if launcher == "submitit-local" else ""
-        raise BenchError(f"unknown launcher {launcher!r}; launchers: {', '.join(LAUNCHERS)}{instead}")
-    cluster_only = {"--partition": partition, "--gpus-per-run": gpus_per_run, "--time-limit": time_limit,
-                    "--max-parallel": max_parallel, "--wait": wait or None}
-    if launcher == "local" and (given := [k for k, v in cluster_only.items() if v is not None]):
-        raise BenchError(f"{', '.join(given)} set(s) cluster jobs, but --launcher is local (this machine's "
-                         f"processes, --jobs); add --launcher slurm, or leave them out")
-    if launcher != "local" and jobs != 1:
-        raise BenchError(f"--jobs runs processes here, but --launcher {launcher} runs cluster jobs (--max-parallel "
-                         f"caps how many run at once); leave --jobs out")
-    given = dict(partition=partition, gpus_per_run=gpus_per_run, time_limit_min=time_limit, max_parallel=max_parallel,
-                 threads=threads)
-    cluster = None if launcher == "local" else ClusterSettings(
-        wait=wait, **{k: v for k, v in given.items() if v is not None})  # the rest: its defaults
+    cluster = cluster_settings(launcher, partition=partition, gpus_per_run=gpus_per_run, time_limit_min=time_limit,
+                               max_parallel=max_parallel, wait=wait or None, threads=threads)
     execution = Execution(jobs=jobs, threads=threads, retry_failed=retry_failed, show_progress=not quiet,
                           cluster=cluster)
     outcome = run_matrix(config, results, data_dir, execution, dry_run=dry_run, records=records)

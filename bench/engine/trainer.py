@@ -11,7 +11,6 @@ Stopping is decided by the run's :class:`~bench.engine.budget.Budget`.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import random
 import sys
@@ -27,20 +26,19 @@ from bench.engine.budget import Usage, mean_step_tokens
 from bench.engine.hardware.device import configure, pick_device
 from bench.engine.hardware.distributed import Ranks
 from bench.engine.score.evaluation import Scorer, run_layout
-from bench.engine.curves import Curves, curves_for
 from bench.engine.corpus import PreparedCorpus, next_segment_length, train_rows
-from bench.engine.learning import (TrainingNotLearning, ZeroGradients, not_learning_message, stalled_at_floor,
-                                   unigram_log_probs, unigram_nll)
+from bench.engine.learning import TrainingNotLearning, ZeroGradients, not_learning_message, stalled_at_floor
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.hardware.precision import DtypeWatch, plan_precision
-from bench.engine.progress import Progress, SignalGuard, read_log_lines
+from bench.engine.progress import Progress, SignalGuard
+from bench.engine.run_log import RunLog
 from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, build_training_model, make_step
+from bench.engine.validation import Validation
 from bench.engine.window import TrainingDiverged, TrainingWindow
 from bench.errors import BenchError
-from bench.metrics import comparable_metrics, normalize_counts
 from bench.models.common import detach_state, select_state, state_to
-from bench.run_files import BEST, CHECKPOINT, LOG
+from bench.run_files import BEST, CHECKPOINT
 
 DIVERGED_FACTOR = 2.0  # a loss this many times the uniform model's marks a diverged run
 
@@ -91,12 +89,11 @@ class Trainer:
         # the characters the tokens of every process's streams begin: each counts the batch's, with no exchange
         self.row_chars = train_rows(corpus.train_chars, self.recipe.batch_size, 0)
         self.flops_per_token = self.model.train_flops_per_token(self.recipe.bptt)
-        self._validation = None  # the validation text's ids, counts and unigram floor (bits/char), once needed
+        self.validation = Validation(corpus, self.recipe)
         self.progress = Progress()
         self.window = TrainingWindow(self.ranks)  # the steps' losses, on the device until read
         self.state = None
-        self.log_file = out / LOG
-        self.curves = curves_for(self.recipe.log_to, out) if self.ranks.is_main else Curves()
+        self.run_log = RunLog(out, self.recipe.log_to, self.ranks.is_main)
         self._last_lr = 0.0
         self._attempt_start = time.perf_counter()
         self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
@@ -194,7 +191,7 @@ class Trainer:
             raise BenchError(f"{path} is not a complete checkpoint of this run ({type(exc).__name__}: {exc}); "
                              f"delete it to train the run from the start") from None
         self._wall_before = self.progress.wall_seconds
-        self._keep_log_until(self.progress.step)
+        self.run_log.keep_until(self.progress.step)
         self._use_first_attempts_threads()
         return True
 
@@ -214,27 +211,12 @@ class Trainer:
         """A first attempt (or one killed before its first checkpoint): no log of an earlier attempt is kept."""
         self.progress.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.progress.threads = torch.get_num_threads()
-        self._keep_log_until(-1)
+        self.run_log.keep_until(-1)
         if initial_weights is not None:
             checkpoint.load_weights(self.model, initial_weights, self.recipe.init_from)
 
-    def _keep_log_until(self, step: int) -> None:
-        """Drop log lines after ``step`` (they will be written again) and a torn last line, so that the log of an
-        interrupted run equals that of an uninterrupted one."""
-        if not self.ranks.is_main:
-            return
-        lines = read_log_lines(self.log_file) if self.log_file.exists() else []
-        kept = [(line, entry) for line in lines if (entry := json.loads(line))["step"] <= step]  # each parsed once
-        self.curves.restart([entry for _, entry in kept])  # first: a failure there leaves the log as it was
-        if self.log_file.exists():
-            self.log_file.write_text("".join(line + "\n" for line, _ in kept))
-
     def log(self, record: dict) -> None:
-        if not self.ranks.is_main:
-            return
-        with open(self.log_file, "a") as f:
-            f.write(json.dumps(record) + "\n")
-        self.curves.write(record)
+        self.run_log.write(record)
 
     # ---- steps ----------------------------------------------------------------------------
 
@@ -282,17 +264,7 @@ class Trainer:
 
     def validate(self) -> dict:
         """Validation in every comparable metric (bench.metrics), and the unigram floor of the same text."""
-        if self._validation is None:  # the same text at every validation: its floor is computed once
-            ids, counts = self.corpus.validation_text(self.recipe.eval_max_chars, self.recipe.eval_max_tokens)
-            unigram = unigram_log_probs(self.corpus.encoded.ids["train"], self.tokenizer.vocab_size,
-                                        self.tokenizer.bos_id)
-            floor = normalize_counts(unigram_nll(unigram, ids), len(ids), **counts)["bits_per_char"]
-            self._validation = ids, counts, floor
-        ids, counts, floor = self._validation
-        result = self.scorer().score(ids)
-        metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
-        return {**{f"valid_{m.key}": metrics[m.key] for m in comparable_metrics()}, "valid_loss": result.mean_nll,
-                "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"], "valid_floor_bits_per_char": floor}
+        return self.validation.metrics(self.scorer())
 
     # ---- the loop ---------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_bytes
@@ -59,10 +60,17 @@ class Execution:
     def check(self) -> None:
         from bench.engine.hardware.device import check_threads
 
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise BenchError("run-matrix under torchrun would run the whole matrix in every process; it spreads its "
+                             "runs itself (--jobs N here, --launcher slurm --gpus-per-run N on a cluster); under "
+                             "torchrun, run one run: torchrun --nproc-per-node N cli.py train ...")
         if self.jobs < 1:
             raise BenchError("--jobs must be at least 1")
         check_threads(self.threads)
         if self.cluster is not None:
+            if self.jobs != 1:
+                raise BenchError("--jobs runs processes here, but --launcher slurm runs cluster jobs (--max-parallel "
+                                 "caps how many run at once); leave --jobs out")
             self.cluster.check()
 
 
@@ -248,20 +256,40 @@ def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool
     """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes. Ctrl-C
     stops the matrix: the runs in progress checkpoint, nothing new starts, and KeyboardInterrupt is raised once
     their records are yielded."""
+    if jobs == 1:
+        yield from _chains_here(todo, show_progress, threads)
+    else:
+        yield from _chains_in_workers(todo, jobs, threads)
+
+
+def _chains_here(todo: list[list[PlannedRun]], show_progress: bool, threads: int | None
+                 ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     from bench.engine.trainer import TrainingInterrupted
 
-    if jobs == 1:
-        settings = WorkerSettings(log_to_file=False, show_progress=show_progress, threads=threads)
-        for pending in todo:
-            try:
-                records = run_chain([r.resolved for r in pending], settings)
-            except (TrainingInterrupted, KeyboardInterrupt):
-                yield pending, _records_on_disk(pending)
-                raise KeyboardInterrupt from None
-            yield pending, records
-        return
+    settings = WorkerSettings(log_to_file=False, show_progress=show_progress, threads=threads)
+    for pending in todo:
+        try:
+            records = run_chain([r.resolved for r in pending], settings)
+        except (TrainingInterrupted, KeyboardInterrupt):
+            yield pending, _records_on_disk(pending)
+            raise KeyboardInterrupt from None
+        yield pending, records
+
+
+@dataclass
+class _Workers:
+    """A pool of worker processes with every chain submitted, and this process's Ctrl-C still held."""
+
+    pool: Any  # concurrent.futures.ProcessPoolExecutor
+    futures: dict  # future -> its chain
+    stopped: Any  # the event that tells every worker to stop
+    held: set  # the signal mask to go back to: Ctrl-C is taken while waiting for the workers
+    interrupted: bool  # a Ctrl-C came while the pool was being built
+
+
+def _start_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None) -> _Workers:
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor
 
     ctx = mp.get_context("spawn")
     n_gpus = _cuda_device_count()
@@ -273,9 +301,9 @@ def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool
     settings = WorkerSettings(log_to_file=True, show_progress=True, threads=threads)  # lines in each train.log
     stopped = ctx.Event()
     # Workers are started with Ctrl-C held (blocked, not lost): one that got it while still importing would die and
-    # break the pool. Each worker takes it once its handler is set (init_worker), this process once it waits below.
-    # Meanwhile another of this process's threads may take it, and Python would raise it here wherever the main
-    # thread is, the pool half built: it is noted instead, and acted on once the pool has its runs.
+    # break the pool. Each worker takes it once its handler is set (init_worker), this process once it waits for
+    # them. Meanwhile another of this process's threads may take it, and Python would raise it here wherever the
+    # main thread is, the pool half built: it is noted instead, and acted on once the pool has its runs.
     noted, previous = [], signal.getsignal(signal.SIGINT)
     if previous is not signal.SIG_IGN:  # ignored (a shell's `&`): the workers must inherit that, not a handler
         signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
@@ -287,23 +315,35 @@ def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool
                    for pending in todo}
     finally:
         signal.signal(signal.SIGINT, previous)
-    waiting, interrupted, abandon = set(futures), bool(noted), False
+    return _Workers(pool, futures, stopped, held, bool(noted))
+
+
+def _chains_in_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None
+                       ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
+    """The chains in ``jobs`` worker processes: a first Ctrl-C stops every worker at its next step (each saves a
+    checkpoint), a second stops waiting for them."""
+    from concurrent.futures import as_completed
+
+    from bench.engine.trainer import TrainingInterrupted
+
+    workers = _start_workers(todo, jobs, threads)
+    waiting, interrupted, abandon = set(workers.futures), workers.interrupted, False
     if interrupted:
-        _stop_all(stopped, waiting)
+        _stop_all(workers.stopped, waiting)
     try:
         while waiting:
             try:
-                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+                signal.pthread_sigmask(signal.SIG_SETMASK, workers.held)
                 for future in as_completed(set(waiting)):
                     waiting.discard(future)
                     if future.cancelled():
                         continue
-                    pending = futures[future]
+                    pending = workers.futures[future]
                     try:
                         records = future.result()
                     except (TrainingInterrupted, KeyboardInterrupt):  # the worker got the Ctrl-C too
                         records, interrupted = _records_on_disk(pending), True
-                        _stop_all(stopped, waiting)
+                        _stop_all(workers.stopped, waiting)
                     except Exception as exc:  # the worker process itself died
                         records = [Attempt(str(pending[0].run_dir), RunStatus.FAILED, f"worker died: {exc}")]
                     yield pending, records
@@ -312,10 +352,10 @@ def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool
                 if abandon:
                     raise
                 interrupted = True
-                _stop_all(stopped, waiting)
+                _stop_all(workers.stopped, waiting)
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        pool.shutdown(wait=not abandon, cancel_futures=True)
+        signal.pthread_sigmask(signal.SIG_SETMASK, workers.held)
+        workers.pool.shutdown(wait=not abandon, cancel_futures=True)
     if interrupted:
         raise KeyboardInterrupt
 

@@ -52,6 +52,22 @@ class ClusterSettings:
             raise BenchError("--launcher slurm needs a Slurm cluster (sbatch is not on PATH); use --launcher local")
 
 
+def cluster_settings(launcher: str, wait: bool | None = None, **given) -> ClusterSettings | None:
+    """``--launcher`` and its options as the cluster settings of an Execution (None: this machine's processes);
+    the options of cluster jobs are refused with the local launcher, where they would do nothing."""
+    if launcher not in LAUNCHERS:
+        instead = "; --jobs N runs a matrix in processes of this machine" if launcher == "submitit-local" else ""
+        raise BenchError(f"unknown launcher {launcher!r}; launchers: {', '.join(LAUNCHERS)}{instead}")
+    options = {"--partition": "partition", "--gpus-per-run": "gpus_per_run", "--time-limit": "time_limit_min",
+               "--max-parallel": "max_parallel"}
+    if launcher == "local":
+        if chosen := [flag for flag, key in options.items() if given.get(key) is not None] + ["--wait"] * bool(wait):
+            raise BenchError(f"{', '.join(chosen)} set(s) cluster jobs, but --launcher is local (this machine's "
+                             f"processes, --jobs); add --launcher slurm, or leave them out")
+        return None
+    return ClusterSettings(wait=bool(wait), **{k: v for k, v in given.items() if v is not None})  # the rest: defaults
+
+
 class ChainJob(submitit.helpers.Checkpointable):
     """One cell's runs as one job; ``checkpoint`` (called by submitit at timeout) requeues the same job, which
     resumes each run from its own checkpoint."""
