@@ -9,7 +9,7 @@ import os
 import tempfile
 import tomllib
 import zlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
@@ -61,12 +61,13 @@ def new_folders_for(path: str | Path) -> Iterator[None]:
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, make_folders: bool = True) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds (else neither the
-    temporary file nor the folders made for it are left)."""
+    temporary file nor the folders made for it are left). Without ``make_folders``, a folder that is not there
+    is FileNotFoundError, never made (a write into a folder another process may remove)."""
     path = Path(path)
     tmp_path = None
-    with new_folders_for(path):
+    with new_folders_for(path) if make_folders else nullcontext():
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             os.close(fd)
@@ -90,8 +91,8 @@ def _umask() -> int:
     return mask
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
+def write_bytes_atomic(path: str | Path, data: bytes, make_folders: bool = True) -> None:
+    with atomic_path(path, make_folders) as tmp:
         tmp.write_bytes(data)
 
 
@@ -99,17 +100,17 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def update_text(path: str | Path, text: str) -> None:
+def update_text(path: str | Path, text: str, make_folders: bool = True) -> None:
     """Write ``text`` atomically unless the file already holds it (so that a finished study can be looked
     at again on a read-only folder)."""
-    update_bytes(path, text.encode("utf-8"))
+    update_bytes(path, text.encode("utf-8"), make_folders)
 
 
-def update_bytes(path: str | Path, data: bytes) -> None:
+def update_bytes(path: str | Path, data: bytes, make_folders: bool = True) -> None:
     """:func:`update_text` of bytes (a copy that keeps a file's own line endings, and so its sha256)."""
     path = Path(path)
     if not (path.is_file() and path.read_bytes() == data):
-        write_bytes_atomic(path, data)
+        write_bytes_atomic(path, data, make_folders)
 
 
 def write_json_atomic(path: str | Path, obj: object) -> None:

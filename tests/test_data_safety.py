@@ -169,7 +169,7 @@ def _crash_at(step, leave_debris):
     def step_then_crash(self):
         if self.progress.step == step:
             if leave_debris:  # what a kill in the middle of writes leaves
-                with open(self.log_file, "a") as f:
+                with open(self.run_log.path, "a") as f:
                     f.write('{"step": 99, "train_lo')
                 (self.out / ".checkpoint.pt.x1y2.tmp").write_bytes(b"\0" * 1000)
             raise RuntimeError("killed")

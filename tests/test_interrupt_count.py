@@ -165,3 +165,42 @@ def test_the_closing_line_counts_each_status_whichever_invocation_left_it(tmp_pa
                                                   "starts anew)"
     assert _stopped_counts([[now], [saved]], [[now], [saved]]) == "1 run finished, 1 interrupted (it saved a " \
                                                                   "checkpoint)"
+
+
+def test_a_run_folder_its_worker_removes_while_the_runs_table_is_written_is_not_an_error(tmp_path, make_toy_corpus,
+                                                                                          monkeypatch):
+    """A run stopped by Ctrl-C before its first checkpoint removes its folder; the matrix may be writing that
+    folder's cell.json at that moment (seen under load: exit 1, "cell.json: No such file or directory", instead
+    of the closing counts). A folder gone meanwhile is skipped; one that is there and cannot be written still is
+    an error."""
+    import shutil
+
+    import pytest
+
+    from bench.study.matrix import runs_table
+    from bench.study.matrix.execute import Execution, run_matrix
+    from tests.test_bad_inputs import MATRIX
+
+    data = make_toy_corpus(tmp_path)
+    (tmp_path / "m.toml").write_text(MATRIX)
+    results = tmp_path / "results"
+    run_matrix(tmp_path / "m.toml", results, data_dir=data, execution=Execution(show_progress=False))
+    outcome = run_matrix(tmp_path / "m.toml", results, data_dir=data, dry_run=True)
+    folder = outcome.chains[0][0].run_dir
+    (folder / runs_table.CELL).unlink()
+    real = runs_table.update_text
+
+    def removed_first(path, text, **options):
+        if path.name == runs_table.CELL:
+            shutil.rmtree(path.parent)  # the worker's clean-up, between the check and the write
+        return real(path, text, **options)
+
+    monkeypatch.setattr(runs_table, "update_text", removed_first)
+    runs_table.write_runs_table(outcome.chains, outcome.config, results)
+    assert not folder.exists() and (results / runs_table.RUNS_CSV).is_file()  # not made again for its cell.json
+
+    folder.mkdir()  # there, but its cell.json cannot be written: still an error
+    monkeypatch.setattr(runs_table, "update_text", lambda path, text, **options: real(
+        path.parent / "no-such-folder" / path.name, text, **options))
+    with pytest.raises(FileNotFoundError):
+        runs_table.write_runs_table(outcome.chains, outcome.config, results)

@@ -60,7 +60,12 @@ def write_runs_table(chains: list[list[PlannedRun]], config: MatrixConfig, resul
     planned = [run for chain in chains for run in chain] + list(pretrained)
     for position, run in enumerate(planned):
         if run.run_dir is not None and run.run_dir.is_dir():
-            update_text(run.run_dir / CELL, json_text(_cell_record(run, config, position)) + "\n")
+            try:  # never into a folder made again: its worker may remove a run it had only begun (Ctrl-C)
+                update_text(run.run_dir / CELL, json_text(_cell_record(run, config, position)) + "\n",
+                            make_folders=False)
+            except FileNotFoundError:
+                if run.run_dir.is_dir():
+                    raise
     current = {run.run_dir.name for run in planned if run.run_dir is not None}
     waiting = {_place(_ordered_cell(run.cell), run.phase or ""): run for run in planned
                if run.run_dir is None or not run.run_dir.is_dir()}  # cells whose run on today's data has no folder
