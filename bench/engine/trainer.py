@@ -31,14 +31,15 @@ from bench.engine.learning import TrainingNotLearning, ZeroGradients, not_learni
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.hardware.precision import DtypeWatch, plan_precision
 from bench.engine.progress import Progress, SignalGuard
+from bench.engine.resume import resume_training, save_training
 from bench.engine.run_log import RunLog
 from bench.engine.resolve import ResolvedRun
 from bench.engine.step import TrainingStep, build_training_model, make_step
 from bench.engine.validation import Validation
 from bench.engine.window import TrainingDiverged, TrainingWindow
 from bench.errors import BenchError
-from bench.models.common import detach_state, select_state, state_to
-from bench.run_files import BEST, CHECKPOINT
+from bench.models.common import detach_state
+from bench.run_files import BEST
 
 DIVERGED_FACTOR = 2.0  # a loss this many times the uniform model's marks a diverged run
 
@@ -96,7 +97,7 @@ class Trainer:
         self.run_log = RunLog(out, self.recipe.log_to, self.ranks.is_main)
         self._last_lr = 0.0
         self._attempt_start = time.perf_counter()
-        self._wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
+        self.wall_before = 0.0  # wall seconds of earlier attempts, from the checkpoint resumed
 
     def _step_module(self) -> torch.nn.Module:
         step = TrainingStep(self.model, self.device, self.precision)
@@ -147,65 +148,15 @@ class Trainer:
 
     def wall_seconds(self, since: float | None = None) -> float:
         """Wall time of every attempt: earlier ones up to their last checkpoint, this one until now."""
-        return self._wall_before + time.perf_counter() - (self._attempt_start if since is None else since)
+        return self.wall_before + time.perf_counter() - (self._attempt_start if since is None else since)
 
     def save_checkpoint(self) -> None:
-        """Every process takes part (the steps not yet read, the carried state and random states of all rows
-        are gathered); the main one writes."""
-        self.read_steps()
-        self.progress.wall_seconds = self.wall_seconds()
-        carried = state_to(self.ranks.gather_rows(self.state), "cpu")
-        rng = self.ranks.gather_objects(checkpoint.rng_state(self.jitter))
-        if not self.ranks.is_main:
-            return
-        payload = self.payload("training")
-        payload.update(optimizer=self.optimizer.state_dict(), progress=self.progress.to_json(), rng=rng[0],
-                       carried_state=carried)
-        if self.scaler is not None:  # its scale and growth tracker: a resumed run scales as the uninterrupted one
-            payload["grad_scaler"] = self.scaler.state_dict()
-        if self.ranks.distributed:
-            payload["rng_by_rank"] = rng
-        checkpoint.save(self.out / CHECKPOINT, payload)
+        """Every process takes part; the main one writes checkpoint.pt (bench.engine.resume)."""
+        save_training(self)
 
     def resume(self) -> bool:
-        path = self.out / CHECKPOINT
-        if not path.is_file():
-            return False
-        payload = checkpoint.load(path)
-        if payload.get("run_id") != self.resolved.run_id():
-            raise BenchError(f"{self.out} holds a checkpoint of a different run; choose another --out folder "
-                             f"or delete {path}")
-        rng_by_rank = payload.get("rng_by_rank", [payload.get("rng")])
-        if len(rng_by_rank) != self.ranks.world:
-            raise BenchError(f"{path} was written by {len(rng_by_rank)} process(es); resume it with as many")
-        try:
-            checkpoint.load_weights(self.model, payload["model"], path)
-            self.optimizer.load_state_dict(payload["optimizer"])
-            if self.scaler is not None:
-                self.scaler.load_state_dict(payload["grad_scaler"])
-            self.progress = Progress(**payload["progress"])
-            checkpoint.restore_rng(rng_by_rank[self.ranks.rank], self.jitter)
-            carried = select_state(payload["carried_state"], self.ranks.share(self.recipe.batch_size))
-            self.state = state_to(carried, self.device)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BenchError(f"{path} is not a complete checkpoint of this run ({type(exc).__name__}: {exc}); "
-                             f"delete it to train the run from the start") from None
-        self._wall_before = self.progress.wall_seconds
-        self.run_log.keep_until(self.progress.step)
-        self._use_first_attempts_threads()
-        return True
-
-    def _use_first_attempts_threads(self) -> None:
-        """Another thread count splits the sums differently: the run would not end with the uninterrupted
-        run's weights."""
-        first, now = self.progress.threads, torch.get_num_threads()
-        if first is None or first == now:
-            self.progress.threads = now
-            return
-        torch.set_num_threads(first)
-        if self.ranks.is_main:
-            print(f"resuming with {first} CPU threads, as the run's first attempt (not {now}): the same sums, "
-                  f"the same weights", file=self.console, flush=True)
+        """Resume from checkpoint.pt, if there is one (bench.engine.resume)."""
+        return resume_training(self)
 
     def start_fresh(self, initial_weights: dict | None) -> None:
         """A first attempt (or one killed before its first checkpoint): no log of an earlier attempt is kept."""
