@@ -313,3 +313,27 @@ def test_a_scheme_class_with_contradictory_traits_is_refused(declared):
 def test_a_figure_metric_must_be_a_comparable_loss_per_a_count_of_the_text():
     with pytest.raises(ValueError, match="a figure metric"):
         Metric("per_token", "x", "x", lambda c: c.bits_per(c.tokens), False, "x", name="token", count="tokens")
+
+
+@pytest.mark.parametrize("traits, message", [
+    ({"min_size": "300"}, "needs min_size None"),
+    ({"min_size": 0}, "needs min_size None"),
+    ({"min_size": True}, "needs min_size None"),
+    ({"sort_rank": True}, "needs an integer sort_rank"),
+    ({"title": " "}, "needs a title of one line"),
+    ({"title": "two\nlines"}, "needs a title of one line"),
+    ({"lossless_scheme": False}, "is a closed vocabulary (never compared) yet swept"),
+])
+def test_a_scheme_class_whose_trait_is_of_the_wrong_kind_is_refused_in_one_line(traits, message):
+    wrong = type("Wrong", (CharTop,), {"family": "wrong", **traits})
+    with pytest.raises(TokenizerError) as refused:
+        FAMILIES.register("wrong", wrong)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert "wrong" not in FAMILIES
+
+
+@pytest.mark.parametrize("name", ["with,comma", "with space", 5])
+def test_a_scheme_family_name_a_list_or_a_scheme_name_could_not_hold_is_refused(name):
+    named = type("Named", (CharTop,), {"family": name})
+    with pytest.raises(TokenizerError, match="needs a family name without"):
+        FAMILIES.register(name, named)

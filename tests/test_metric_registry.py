@@ -81,3 +81,22 @@ def test_a_metric_declared_comparable_does_not_depend_on_the_token_count():
     few, many = (metrics.normalize_counts(150.0, n_tokens, **counts) for n_tokens in (30, 120))
     for metric in metrics.METRICS.values():
         assert (few[metric.key] == many[metric.key]) == metric.comparable, metric.key
+
+
+def test_a_figure_metric_declared_after_the_runs_draws_their_test_numbers_and_says_their_logs_lack_it(finished,
+                                                                                                     tmp_path,
+                                                                                                     monkeypatch):
+    """The runs' test numbers have it (computed from their counts); their log.jsonl, written before it was
+    declared, does not: the curve figures are left out with that reason, not drawn empty."""
+    from bench.study.report.report import build_report
+
+    drawn = Metric("nats_per_byte", "nats/byte", "nats per byte", lambda c: c.per(c.bytes), True,
+                   "L / UTF-8 bytes of the text", name="nat", count="bytes")
+    monkeypatch.setitem(metrics.METRICS, drawn.key, drawn)
+    root = finished[0]
+    page = build_report(root / "results", tmp_path / "report", metric="nat").read_text()
+    assert "![1-tokenization-attack]" in page
+    for figure in ("5", "7", "8"):
+        assert (f"*Figure {figure} is left out: no run's log.jsonl holds validation" in page
+                and "in nats per byte (valid_nats_per_byte)" in page), figure
+    assert not (tmp_path / "report" / "8-ranking-against-budget.png").exists()

@@ -75,6 +75,32 @@ def test_an_lstm_under_the_policy_runs_in_float32_and_the_watch_sees_it(cpu_with
     # bf16: a oneDNN traceback on a CPU without AVX-512 BF16, which this suite meets under ONEDNN_MAX_CPU_ISA=AVX2)
 
 
+@pytest.mark.parametrize("family", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
+def test_every_recurrent_module_follows_the_plan_as_it_is_used_packed_copied_or_outside_the_plan(family):
+    """The rule acts inside each nn.RNNBase the model holds, whatever calls it: a packed sequence, a copy of the
+    model made after planning (it runs its own weights), and outside the plan it computes exactly what the plain
+    module does."""
+    import copy
+
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), family(8, 8, batch_first=True))
+    plain = copy.deepcopy(model)
+    plan = plan_precision("bfloat16", "float32", CPU, model)
+    rnn, x = model[1], torch.randn(2, 5, 8)
+    assert type(rnn).__name__ == family.__name__ and list(rnn.state_dict()) == list(plain[1].state_dict())
+    assert torch.equal(rnn(x)[0], plain[1](x)[0])
+    packed = pack_padded_sequence(x, [5, 3], batch_first=True)
+    with plan.active(CPU):
+        assert rnn(model[0](x))[0].dtype == torch.float32
+        assert rnn(packed)[0].data.dtype == torch.float32
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin[1].weight_hh_l0.zero_()
+    assert not torch.equal(twin[1](x)[0], rnn(x)[0])
+
+
 def test_a_bfloat16_lstm_setting_this_cpu_cannot_run_is_refused_before_any_folder(
         data_dir, tmp_path, cpu_without_low_precision_lstms):
     with pytest.raises(BenchError, match="cannot run LSTMs in bfloat16"):

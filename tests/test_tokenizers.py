@@ -396,3 +396,10 @@ def test_text_around_escaped_characters_encodes_to_int32_ids(trained, scheme):
     text = b"the \xff city \xfe river".decode("utf-8", "surrogateescape")
     ids = tok.encode(text)
     assert ids.dtype == np.int32 and tok.decode(ids) == text
+
+
+@pytest.mark.parametrize("name", ["bpe:²", "word:١٢", "bpe:4096²"])
+def test_a_size_in_digits_other_than_ascii_is_refused_in_one_line(name):
+    """str.isdigit() accepts '²' (int() then fails: a traceback) and Arabic-Indic digits (int() reads them)."""
+    with pytest.raises(TokenizerError, match="needs a vocabulary size"):
+        parse_scheme(name)

@@ -34,21 +34,27 @@ def trait_problem(name: str, family: type[Tokenizer]) -> str | None:
     if missing := [trait for trait in TRAITS if not hasattr(family, trait)]:
         return (f"declares no {' and no '.join(missing)}; every scheme declares each of {', '.join(TRAITS)} "
                 f"(see tokenizers_study.base.Tokenizer)")
-    if not isinstance(family.title, str) or not family.title:
-        return "needs a title: what the scheme is in words, for captions (\"byte-level BPE\")"
+    if not isinstance(name, str) or not name or any(c in ":," or c.isspace() for c in name):
+        return "needs a family name without ':', ',' or whitespace (a scheme is written family:N, lists with commas)"
     if family.family != name:
         return f"is registered as {name!r} but its family is {family.family!r}: register it under its family"
-    if not name or any(c in name for c in ": \t\n"):
-        return "needs a family name without ':' or whitespace (a scheme is written family:N)"
+    if not isinstance(family.title, str) or not family.title.strip() or "\n" in family.title:
+        return "needs a title of one line: what the scheme is in words, for captions (\"byte-level BPE\")"
+    if not all(isinstance(getattr(family, t), bool) for t in ("lossless_scheme", "swept", "pretrained")):
+        return "needs True or False for lossless_scheme, swept and pretrained"
+    if isinstance(family.sort_rank, bool) or not isinstance(family.sort_rank, int):
+        return f"needs an integer sort_rank, not {family.sort_rank!r}"
+    if family.min_size is not None and (isinstance(family.min_size, bool) or not isinstance(family.min_size, int)
+                                        or family.min_size < 1):
+        return f"needs min_size None (no size) or an integer of at least 1, not {family.min_size!r}"
     if family.pretrained and family.min_size is not None:
         return "is pretrained (named by its file's path) and so takes no size: set min_size = None"
     if family.swept and family.min_size is None:
         return "is swept over vocabulary sizes but takes no size: set min_size, or swept = False"
+    if family.swept and not family.lossless_scheme:
+        return "is a closed vocabulary (never compared) yet swept, drawn as comparable: set swept = False"
     if family.min_size is not None and not family.min_size_why:
         return "sets min_size without min_size_why (the error a too small N gets)"
-    if not isinstance(family.sort_rank, int) or not all(isinstance(getattr(family, t), bool) for t in
-                                                        ("lossless_scheme", "swept", "pretrained")):
-        return "needs an integer sort_rank and True or False for lossless_scheme, swept and pretrained"
     return None
 
 
@@ -95,7 +101,7 @@ def parse_scheme(name: str) -> SchemeSpec:
         if size_text:
             raise TokenizerError(f"scheme {family!r} takes no size; write it as {family!r}")
         return SchemeSpec(family)
-    if not size_text.isdigit():
+    if not (size_text.isascii() and size_text.isdigit()):
         raise TokenizerError(f"scheme {name!r} needs a vocabulary size: write {family}:N with N an integer")
     size = int(size_text)
     if size < cls.min_size:
@@ -123,7 +129,7 @@ def read_scheme(name: str) -> tuple[SchemeSpec, type[Tokenizer] | None]:
     cls = FAMILIES.get(family)
     if cls is not None and cls.pretrained:
         return SchemeSpec(family, path=argument), cls
-    return SchemeSpec(family, int(argument) if argument.isdigit() else None), cls
+    return SchemeSpec(family, int(argument) if argument.isascii() and argument.isdigit() else None), cls
 
 
 def scheme_sort_key(name: str) -> tuple:

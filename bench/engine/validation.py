@@ -4,6 +4,8 @@ text, which the not-learning rule compares with (bench.engine.learning)."""
 
 from __future__ import annotations
 
+import math
+
 from bench.engine.corpus import PreparedCorpus
 from bench.engine.learning import unigram_log_probs, unigram_nll
 from bench.engine.score.evaluation import Scorer
@@ -27,10 +29,12 @@ class Validation:
         return self._text
 
     def metrics(self, scorer: Scorer) -> dict:
-        """``valid_<key>`` of every comparable metric, the mean loss, the text's tokens and characters, and the
-        floor (``valid_floor_bits_per_char``)."""
+        """``valid_<key>`` of every comparable metric the text's counts give a number for (none per word on a text
+        without words: log.jsonl stays strict JSON), the mean loss, the text's tokens and characters, and the floor
+        (``valid_floor_bits_per_char``)."""
         ids, counts, floor = self._validation_text()
         result = scorer.score(ids)
         metrics = normalize_counts(result.total_nll_nats, result.n_tokens, **counts)
-        return {**{f"valid_{m.key}": metrics[m.key] for m in comparable_metrics()}, "valid_loss": result.mean_nll,
+        comparable = {f"valid_{m.key}": metrics[m.key] for m in comparable_metrics() if math.isfinite(metrics[m.key])}
+        return {**comparable, "valid_loss": result.mean_nll,
                 "valid_tokens": result.n_tokens, "valid_chars": counts["n_chars"], "valid_floor_bits_per_char": floor}

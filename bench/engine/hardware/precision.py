@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
+from torch.nn.utils.rnn import PackedSequence
 
 from bench.errors import BenchError
 
@@ -130,24 +131,30 @@ _RNNS_IN_FLOAT32: contextvars.ContextVar[bool] = contextvars.ContextVar("rnns_in
 
 
 def follow_rnn_rule(model: nn.Module) -> None:
-    """Wrap the forward of every recurrent module of ``model`` (once): inside an active plan with
-    ``lstm_float32``, under autocast, it runs in float32 with autocast off (its input and state cast up; its
-    weights are float32 parameters). The module's state_dict is unchanged."""
+    """Make every recurrent module of ``model`` follow the plan's rule (once): its class becomes the subclass
+    :func:`_following` makes of it, whose forward, inside an active plan with ``lstm_float32`` and under autocast,
+    runs in float32 with autocast off (its input and state cast up; its weights are float32 parameters). Its name,
+    state_dict and copies are unchanged; outside such a plan it runs exactly as before."""
     for rnn in model.modules():
-        if isinstance(rnn, nn.RNNBase) and "forward" not in vars(rnn):
-            rnn.forward = _float32_under_plan(rnn.forward)
+        if isinstance(rnn, nn.RNNBase) and type(rnn) not in _FOLLOWING.values():
+            rnn.__class__ = _following(type(rnn))
 
 
-def _float32_under_plan(forward):
-    @functools.wraps(forward)
-    def wrapped(input: torch.Tensor, hx=None):
-        device = input.device.type
-        if not (_RNNS_IN_FLOAT32.get() and torch.is_autocast_enabled(device)):
-            return forward(input, hx)
-        with torch.autocast(device, enabled=False):
-            return forward(input.float(), _float(hx))
+_FOLLOWING: dict[type, type] = {}  # a recurrent module class -> its subclass that follows the plan's rule
 
-    return wrapped
+
+def _following(cls: type) -> type:
+    if cls not in _FOLLOWING:
+        def forward(self, input, hx=None):
+            data = input.data if isinstance(input, PackedSequence) else input
+            device = data.device.type
+            if not (_RNNS_IN_FLOAT32.get() and torch.is_autocast_enabled(device)):
+                return cls.forward(self, input, hx)
+            with torch.autocast(device, enabled=False):
+                return cls.forward(self, input.float(), _float(hx))
+
+        _FOLLOWING[cls] = type(cls.__name__, (cls,), {"forward": forward, "__doc__": cls.__doc__})
+    return _FOLLOWING[cls]
 
 
 def _float(state):

@@ -248,7 +248,7 @@ def learning_curves_figure(curves: list[tuple[dict, list[dict]]], style: FigureS
     style = style or FigureStyle.of({row["tokenizer"] for row, _ in curves})
     return _curves_figure(curves, "train_chars", style, "training characters seen (log)",
                           "Learning curves (validation on the same first characters of valid for every "
-                          "tokenization)", "no validation was logged")
+                          "tokenization)", _nothing_logged(style, "validation"))
 
 
 def compute_figure(curves: list[tuple[dict, list[dict]]], style: FigureStyle | None = None) -> Figure:
@@ -256,7 +256,13 @@ def compute_figure(curves: list[tuple[dict, list[dict]]], style: FigureStyle | N
     style = style or FigureStyle.of({row["tokenizer"] for row, _ in curves})
     return _curves_figure(curves, "train_flops", style, "training FLOPs (log): the model's FLOPs per token x tokens "
                           "seen", "Equal compute: validation loss against training compute",
-                          "no validation with training FLOPs was logged")
+                          _nothing_logged(style, "validation with training FLOPs"))
+
+
+def _nothing_logged(style: FigureStyle, what: str) -> str:
+    """Why a figure of the runs' logs is left out: no log holds the metric (runs trained before a metric was
+    declared did not log it during training; its test numbers are computed from their counts all the same)."""
+    return f"no run's log.jsonl holds {what} in {style.metric.label} ({style.metric.valid()})"
 
 
 def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, style: FigureStyle, xlabel: str, title: str,

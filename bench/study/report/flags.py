@@ -11,7 +11,8 @@ from tokenizers_study import lossless_on
 
 FLAG_NOTES = {
     "†": "unverified data: a split of this run does not match the official file",
-    "‡": "lossy tokenization (closed vocabulary): not comparable with lossless schemes",
+    "‡": "lossy tokenization (a closed vocabulary, or decoding does not give the text back): not comparable with "
+         "lossless schemes",
     "§": "user or derived corpus: no official reference; compare only within this study",
     "◊": "pretrained elsewhere (bench eval-hf), on data and with compute this study does not control; the test "
          "text may have been in its training data: a reference point, not a comparison at equal training",
@@ -28,7 +29,7 @@ def run_flags(row) -> str:
     flags = ""
     if "unverified" in statuses:
         flags += "†"
-    if not lossless_on(str(row["tokenizer"]), str(row.get("test_lossless", "")).lower() != "false"):
+    if not lossless_on(str(row["tokenizer"]), gave_text_back(row)):
         flags += "‡"
     if "user" in statuses:
         flags += "§"
@@ -37,6 +38,11 @@ def run_flags(row) -> str:
     if on_other_data(row):
         flags += "≠"
     return flags
+
+
+def gave_text_back(row) -> bool:
+    """Whether decoding gave the run's test text back, as its row of runs.csv records it (not recorded: no)."""
+    return str(row.get("test_lossless", "")).lower() == "true"
 
 
 def flag_legend(done: pd.DataFrame) -> str:

@@ -32,7 +32,7 @@ from bench.study.matrix.runs_table import read_runs_table
 from bench.study.report import compressor_rows, convergence_figure, figures
 from bench.study.report.export import export_table
 from bench.study.report.figure_style import FigureStyle, metric_named, tokenizer_order
-from bench.study.report.flags import flag_legend, run_flags
+from bench.study.report.flags import flag_legend, gave_text_back, run_flags
 from bench.study.report.rendering import ReportPage
 from bench.study.report.report_appendix import definitions_section, provenance_section
 from bench.study.report.report_tables import (TEXT_INTERVAL, closed_forms, closed_vocabulary_rows,
@@ -75,8 +75,7 @@ def load_study(results_dir: Path) -> Study:
         raise BenchError(f"{results_dir}: no finished run was scored on the test split (final_eval_splits = valid); "
                          f"the report compares test numbers: score them with bench eval RUN --split test")
     done["comparable_bool"] = done["comparable"].astype(str).str.lower() == "true"
-    done["lossless_bool"] = [lossless_on(str(tokenizer), str(back).lower() == "true")  # the one rule of "lossy"
-                             for tokenizer, back in zip(done["tokenizer"], done["test_lossless"])]
+    done["lossless_bool"] = [lossless_on(str(r["tokenizer"]), gave_text_back(r)) for _, r in done.iterrows()]
     done["flags"] = [run_flags(r) for _, r in done.iterrows()]
     trained = done["run_dir"].map(lambda run_dir: runs_table.runs[run_dir].result.kind == TRAINED)
     pretrained, done = done[~trained], done[trained].copy()
@@ -272,12 +271,11 @@ def _training_sections(doc: ReportPage, study: Study, out: Path, style: FigureSt
             "training FLOPs.")
     doc.heading("8. Does the verdict depend on the budget?")
     logs = {d: run.log for d, run in study.runs.items()}
-    doc.figure(*_save(convergence_figure.ranking_figure(done, logs, style), out,
-                     "8-ranking-against-budget"),
-               f"Each model's tokenizations, validation {metric} against training characters and training "
-               "FLOPs (a pair of rows per text and matching rule), one line per seed; dotted verticals mark where "
-               "the ranking of the lossless tokenizations' seed-mean curves changes. A ranking that still changes "
-               "near the end of training is a verdict about this budget only.")
+    _figure(doc, lambda: convergence_figure.ranking_figure(done, logs, style), out, "8-ranking-against-budget",
+            f"Each model's tokenizations, validation {metric} against training characters and training "
+            "FLOPs (a pair of rows per text and matching rule), one line per seed; dotted verticals mark where "
+            "the ranking of the lossless tokenizations' seed-mean curves changes. A ranking that still changes "
+            "near the end of training is a verdict about this budget only.")
 
 
 def _paired_section(doc: ReportPage, study: Study, out: Path) -> None:
