@@ -1,6 +1,6 @@
 """A run is resolved once: in a matrix run here (one process), each run's spec is validated once, its overrides
-parsed once, its run id computed once, and each split file hashed once in all (a hash is checked again only in
-another process, where the file is opened anew)."""
+and its scheme name parsed once, its run id computed once, and each split file hashed once in all (a hash is
+checked again only in another process, where the file is opened anew)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import bench.data.cache as cache
 import bench.data.store as store
 import bench.engine.spec as spec_module
 from bench.engine.resolve import ResolvedRun
@@ -53,6 +54,7 @@ def counted(monkeypatch):
         for name, module in list(sys.modules.items()):
             if name.startswith("bench") and getattr(module, original.__name__, None) is original:
                 monkeypatch.setattr(module, original.__name__, counted)
+    monkeypatch.setattr(cache, "parse_scheme", counting("scheme parsed by the data layer", cache.parse_scheme))
     monkeypatch.setattr(ResolvedRun, "_hash", counting("run id", ResolvedRun._hash))
     original = store.sha256_file
 
@@ -73,5 +75,8 @@ def test_a_matrix_resolves_each_run_once(tmp_path, make_toy_corpus, counted):
     runs = sum(len(chain) for chain in outcome.chains)
     assert runs == 4 and outcome.counts.get("done") == 4
     assert counted["validate_spec"] == counted["parse_overrides"] == counted["run id"] == runs
+    # a run's scheme name is parsed where its spec is (validate_spec, RunSpec.scheme): the data layer is handed
+    # the parsed spec, never the name to parse again
+    assert counted["scheme parsed by the data layer"] == 0
     assert {k: v for k, v in counted.items() if k.startswith("hash")} == {
         "hash train.txt": 1, "hash valid.txt": 1, "hash test.txt": 1}

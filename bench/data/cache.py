@@ -30,7 +30,8 @@ import numpy as np
 from bench.data.corpora import SPLITS
 from bench.data.store import SplitData, open_split
 from bench.fileio import atomic_path, new_folders_for, write_bytes_atomic, write_text_atomic
-from tokenizers_study import FAMILIES, Tokenizer, TokenizerError, load_tokenizer, parse_scheme, train_tokenizer
+from tokenizers_study import (FAMILIES, SchemeSpec, Tokenizer, TokenizerError, load_tokenizer, parse_scheme,
+                              train_tokenizer)
 from tokenizers_study import base as tokenizer_base
 from tokenizers_study import text as tokenizer_text
 
@@ -53,10 +54,11 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def cached_tokenizer(scheme: str, corpus: str, data_dir: str | Path | None = None,
+def cached_tokenizer(scheme: str | SchemeSpec, corpus: str, data_dir: str | Path | None = None,
                      train: SplitData | None = None) -> Tokenizer:
-    """The scheme trained on ``corpus``'s train split (``train`` if opened already), from the cache or trained now."""
-    spec = parse_scheme(scheme)
+    """The scheme (its name, or the spec a run parsed it into) trained on ``corpus``'s train split (``train`` if
+    opened already), from the cache or trained now."""
+    spec = scheme if isinstance(scheme, SchemeSpec) else parse_scheme(scheme)
     if FAMILIES[spec.family].pretrained:  # loaded from its file, never trained: nothing to cache
         return FAMILIES[spec.family].load(spec)
     train = train or open_split(corpus, "train", data_dir)
@@ -175,7 +177,7 @@ class EncodedCorpus:
         return all(s.verified for s in self.splits.values())
 
 
-def encode_corpus(corpus: str, scheme: str, data_dir: str | Path | None = None,
+def encode_corpus(corpus: str, scheme: str | SchemeSpec, data_dir: str | Path | None = None,
                   splits: tuple[str, ...] = SPLITS) -> EncodedCorpus:
     opened = {s: open_split(corpus, s, data_dir) for s in dict.fromkeys(("train",) + tuple(splits))}
     tokenizer = cached_tokenizer(scheme, corpus, train=opened["train"])

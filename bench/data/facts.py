@@ -16,6 +16,7 @@ from typing import Optional
 
 from bench.data.cache import EncodedCorpus, encode_corpus
 from bench.errors import BenchError
+from tokenizers_study import SchemeSpec
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def data_facts(encoded: EncodedCorpus) -> DataFacts:
     )
 
 
-def load_data_facts(dataset: str, scheme: str, data_dir: str | Path | None) -> DataFacts:
+def load_data_facts(dataset: str, scheme: str | SchemeSpec, data_dir: str | Path | None) -> DataFacts:
     """Encode (through the cache) and measure ``dataset`` under ``scheme``."""
     return data_facts(encode_corpus(dataset, scheme, data_dir))
 

@@ -19,7 +19,7 @@ from bench.data.facts import DataFacts, data_facts
 from bench.data.measures import measure_split
 from bench.engine.spec import TrainConfig
 from bench.errors import BenchError
-from tokenizers_study import Tokenizer
+from tokenizers_study import SchemeSpec, Tokenizer
 from tokenizers_study.text import text_counts
 
 
@@ -56,13 +56,13 @@ class PreparedCorpus:
         return np.asarray(ids[:max_tokens]), counts
 
 
-def prepare_corpus(dataset: str, scheme: str, data_dir: str | Path, expected: DataFacts | None = None
+def prepare_corpus(dataset: str, scheme: SchemeSpec, data_dir: str | Path, expected: DataFacts | None = None
                    ) -> PreparedCorpus:
     """Open and count a corpus; with ``expected``, refuse data other than the run was resolved with."""
     encoded = encode_corpus(dataset, scheme, data_dir, splits=SPLITS)
     facts = data_facts(encoded)
     if expected is not None and facts.identity() != expected.identity():
-        raise BenchError(f"the {dataset} data or the {scheme} tokenizer changed since this run was planned; "
+        raise BenchError(f"the {dataset} data or the {scheme.name} tokenizer changed since this run was planned; "
                          f"plan it again (bench run-matrix CONFIG, or bench train with the same settings)")
     measures = {split: measure_split(encoded, split) for split in SPLITS}  # cached beside the ids
     return PreparedCorpus(encoded, facts, {split: m.counts for split, m in measures.items()},

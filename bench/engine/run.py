@@ -58,7 +58,7 @@ def plan_run(spec: RunSpec) -> ResolvedRun:
     """Validate a spec (as ``train`` does: the API's plan is a dry run of it), measure its data, resolve once."""
     spec = validate_spec(spec)
     data_dir = resolve_data_dir(spec.data_dir)
-    resolved = resolve(spec, load_data_facts(spec.dataset, spec.tokenizer, data_dir))
+    resolved = resolve(spec, load_data_facts(spec.dataset, spec.scheme, data_dir))
     out = require_folder(spec.out_dir, "run folder") if spec.out_dir else default_run_dir(resolved)
     claim_run_folder(out, resolved.run_id())
     check_curves_folder(resolved.train.log_to, out)
@@ -103,7 +103,7 @@ def execute(resolved: ResolvedRun, console: TextIO | None = None, show_progress:
             _check_same_start(previous.training.started_from, initial_weights(resolved)[1], out)
         return previous
     initial, start = initial_weights(resolved)  # refused before the corpus is opened: a refusal writes nothing
-    corpus = prepare_corpus(spec.dataset, spec.tokenizer, spec.data_dir, expected=resolved.data)
+    corpus = prepare_corpus(spec.dataset, spec.scheme, spec.data_dir, expected=resolved.data)
     claim_run_folder(out, resolved.run_id(), in_matrix=True)  # a matrix's run lives in its results folder
     trainer = Trainer(resolved, corpus, out, console, show_progress, started=wall_start)
     main = trainer.ranks.is_main

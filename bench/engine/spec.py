@@ -17,6 +17,7 @@ from bench.data.corpora import HELD_OUT
 from bench.errors import BenchError
 from bench.settings import (AT_LEAST_1, BELOW_1, FRACTION, NOT_NEGATIVE, POSITIVE, check_settings, field_types,
                             literal_choices, refusal, section, unwrap_optional)
+from tokenizers_study.base import SchemeSpec
 
 
 layout = section("data layout")
@@ -124,6 +125,15 @@ class RunSpec:
     overrides: dict[str, Any] = field(default_factory=dict)
     data_dir: Optional[str] = None
     out_dir: Optional[str] = None
+
+    @property
+    def scheme(self) -> SchemeSpec:
+        """The tokenizer's name parsed into its spec, once per spec: what the data layer is handed."""
+        if "_scheme" not in self.__dict__:
+            from tokenizers_study import parse_scheme
+
+            object.__setattr__(self, "_scheme", parse_scheme(self.tokenizer))
+        return self.__dict__["_scheme"]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -243,5 +253,7 @@ def validate_spec(spec: RunSpec) -> RunSpec:
         optional_path(getattr(spec, name), f"RunSpec.{name}")
     get_preset(spec.model, spec.preset)
     check_seed(spec.seed, "seed")
-    scheme = parse_scheme(spec.tokenizer).name
-    return dataclasses.replace(spec, tokenizer=scheme, overrides=parse_overrides(spec.model, spec.overrides))
+    scheme = parse_scheme(spec.tokenizer)
+    checked = dataclasses.replace(spec, tokenizer=scheme.name, overrides=parse_overrides(spec.model, spec.overrides))
+    object.__setattr__(checked, "_scheme", scheme)  # parsed here once: RunSpec.scheme hands it on
+    return checked

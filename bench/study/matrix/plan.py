@@ -104,7 +104,7 @@ def _facts_or_problem(spec: RunSpec, data_dir: Path) -> DataFacts | str:
     if spec.dataset not in REGISTRY and not is_user_corpus(data_dir, spec.dataset):
         raise unknown_corpus(spec.dataset, data_dir)
     try:
-        return load_data_facts(spec.dataset, spec.tokenizer, data_dir)
+        return load_data_facts(spec.dataset, spec.scheme, data_dir)
     except BenchError as exc:
         return str(exc)
 
