@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from bench.study.report.figure_style import (NoData, group_title, log_axis, model_family, plt, style_for,
-                                             text_groups, tokenizer_order)
+from bench.study.report.figure_style import (NoData, group_title, log_axis, model_family, nothing_logged, plt,
+                                             style_for, text_groups, tokenizer_order)
 from bench.study.stats.convergence import crossovers, mean_curve, validations
 
 
@@ -40,7 +40,7 @@ def ranking_figure(done: pd.DataFrame, logs: dict[str, list[dict]], style=None) 
                 ax.legend(fontsize=6.5, frameon=False)
     if not any(ax.lines for ax in axes.flat):
         plt.close(fig)
-        raise NoData(f"no run's log.jsonl holds validation in {style.metric.label} ({style.metric.valid()})")
+        raise NoData(nothing_logged(style, "validation"))
     fig.suptitle("Does the verdict depend on the budget? Each model's tokenizations against training characters "
                  "and FLOPs; dotted: the ranking changes", fontsize=9.5)
     fig.tight_layout()

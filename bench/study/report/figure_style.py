@@ -104,6 +104,12 @@ def scheme_family(name: str) -> str:
     return read_scheme(name)[0].family
 
 
+def nothing_logged(style: "FigureStyle", what: str) -> str:
+    """Why a figure of the runs' logs is left out: no log holds the metric (runs trained before a metric was
+    declared did not log it during training; its test numbers are computed from their counts all the same)."""
+    return f"no run's log.jsonl holds {what} in {style.metric.label} ({style.metric.valid()})"
+
+
 def style_for(df: pd.DataFrame, style: FigureStyle | None) -> FigureStyle:
     return style or FigureStyle.of(df["tokenizer"].unique())
 

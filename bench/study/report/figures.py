@@ -16,8 +16,8 @@ from matplotlib.figure import Figure
 from bench.errors import BenchError
 from bench.metrics import METRICS
 from bench.study.report.figure_style import (FigureStyle, NoData, errors_of, group_title, legend, log_axis,
-                                             model_family, plt, save, scheme_family, seed_means, style_for,
-                                             text_groups, tokenizer_order)
+                                             model_family, nothing_logged, plt, save, scheme_family, seed_means,
+                                             style_for, text_groups, tokenizer_order)
 from tokenizers_study import FAMILIES, is_closed_vocabulary, sweep_point
 
 __all__ = ["FigureStyle", "NoData", "attack_figure", "closed_vocabulary_figure", "compute_figure",
@@ -248,7 +248,7 @@ def learning_curves_figure(curves: list[tuple[dict, list[dict]]], style: FigureS
     style = style or FigureStyle.of({row["tokenizer"] for row, _ in curves})
     return _curves_figure(curves, "train_chars", style, "training characters seen (log)",
                           "Learning curves (validation on the same first characters of valid for every "
-                          "tokenization)", _nothing_logged(style, "validation"))
+                          "tokenization)", nothing_logged(style, "validation"))
 
 
 def compute_figure(curves: list[tuple[dict, list[dict]]], style: FigureStyle | None = None) -> Figure:
@@ -256,13 +256,8 @@ def compute_figure(curves: list[tuple[dict, list[dict]]], style: FigureStyle | N
     style = style or FigureStyle.of({row["tokenizer"] for row, _ in curves})
     return _curves_figure(curves, "train_flops", style, "training FLOPs (log): the model's FLOPs per token x tokens "
                           "seen", "Equal compute: validation loss against training compute",
-                          _nothing_logged(style, "validation with training FLOPs"))
+                          nothing_logged(style, "validation with training FLOPs"))
 
-
-def _nothing_logged(style: FigureStyle, what: str) -> str:
-    """Why a figure of the runs' logs is left out: no log holds the metric (runs trained before a metric was
-    declared did not log it during training; its test numbers are computed from their counts all the same)."""
-    return f"no run's log.jsonl holds {what} in {style.metric.label} ({style.metric.valid()})"
 
 
 def _curves_figure(curves: list[tuple[dict, list[dict]]], x: str, style: FigureStyle, xlabel: str, title: str,

@@ -14,6 +14,7 @@ from bench.metrics import METRICS, shown_metrics
 from bench.study.matrix.finished_run import FinishedRun
 from bench.study.stats.convergence import last_doubling, trend_cell
 from bench.study.report.figures import tokenizer_order
+from bench.study.report.flags import gave_text_back
 from bench.study.stats.uncertainty import Comparison, compare, document_interval, holm, seed_interval, seeds_needed
 from tokenizers_study import FAMILIES, is_closed_vocabulary
 
@@ -153,7 +154,7 @@ def closed_forms() -> str:
 def covering_closed_vocabularies(done: pd.DataFrame) -> list[str]:
     """The closed vocabularies whose decoding gave the test text back: not compared all the same."""
     closed = done[done["tokenizer"].map(is_closed_vocabulary)]
-    return sorted(set(closed.loc[closed["test_lossless"].astype(str).str.lower() == "true", "tokenizer"]))
+    return sorted({row["tokenizer"] for _, row in closed.iterrows() if gave_text_back(row)})
 
 
 def closed_vocabulary_rows(done: pd.DataFrame, unk: dict) -> list[dict]:
