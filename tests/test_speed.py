@@ -1,15 +1,20 @@
-"""What ``bench speed`` and a result say about speed: the variant measured, MFU where no peak is known, and the
-time torch.compile spent compiling, apart from the steady state."""
+"""What ``bench speed`` and a result say about speed: the variant measured, MFU where no peak is known, the
+time torch.compile spent compiling, apart from the steady state, and the profile of a step."""
 
 import json
+from dataclasses import dataclass, field
 
 import pytest
 import torch
+from torch.autograd import DeviceType
 
 from bench.data.facts import DataFacts
+from bench.engine.hardware.profile import STEPS_LABEL, Categorizer, cpu_split, gpu_split
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.engine.hardware.speed import measure_speed
+from bench.engine.step import FORWARD_LABEL
+from bench.models.common import ATTENTION_LABEL
 from tests.test_bad_inputs import call
 from tests.test_train import spec
 
@@ -50,3 +55,71 @@ def test_compiling_is_reported_apart_from_the_steady_state(eager_compiler, make_
     result = train(spec(data, tmp_path / "compiled", compile=True, max_memory=32), show_progress=False)
     assert 0 < result.training.compile_seconds < result.training.seconds
     assert train(spec(data, tmp_path / "eager"), show_progress=False).training.compile_seconds is None
+
+
+def test_an_autograd_node_counts_where_the_operator_that_made_it_did():
+    torch.manual_seed(0)
+    lstm, weight = torch.nn.LSTM(8, 8, batch_first=True), torch.randn(8, 8, requires_grad=True)
+    optimizer = torch.optim.SGD([weight, *lstm.parameters()], lr=0.1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        with torch.profiler.record_function(STEPS_LABEL):
+            with torch.profiler.record_function(FORWARD_LABEL):
+                hidden, _ = lstm(torch.randn(2, 4, 8))
+                with torch.profiler.record_function(ATTENTION_LABEL):
+                    attended = torch.tanh(hidden @ weight)
+                loss = attended.exp().sum()
+            loss.backward()
+            optimizer.step()
+    events = list(profiler.events())
+    categorize = Categorizer(events)
+    nodes = {e.name.split(": ")[-1]: categorize(e) for e in events if e.name.startswith("autograd::engine")}
+    assert nodes["TanhBackward0"] == "attention" and nodes["ExpBackward0"] == nodes["SumBackward0"] == "backward"
+    assert [c for name, c in nodes.items() if "Rnn" in name or "Lstm" in name] == ["recurrent"]
+    assert {categorize(e) for e in events if e.name.startswith("aten::tanh")} == {"attention"}
+    assert {categorize(e) for e in events if e.name.startswith("Optimizer.step")} == {"optimizer"}
+    split = cpu_split(events)
+    root = next(e for e in events if e.name == STEPS_LABEL)
+    assert sum(v for v in split.values() if v is not None) == pytest.approx(root.cpu_time_total / 1e6, rel=1e-6)
+
+
+@dataclass
+class Span:
+    start: float
+    end: float
+
+
+@dataclass
+class FakeEvent:
+    """The fields of a profiler event that the split reads."""
+
+    name: str
+    start: float
+    end: float
+    device_type: DeviceType = DeviceType.CPU
+    id: int = 0
+    linked_correlation_id: int = 0
+    cpu_parent: "FakeEvent | None" = None
+    thread: int = 1
+    fwd_thread: int = 1
+    sequence_nr: int = -1
+    is_async: bool = False
+    cpu_children: list = field(default_factory=list)
+
+    @property
+    def time_range(self) -> Span:
+        return Span(self.start, self.end)
+
+
+def test_on_a_gpu_kernels_count_by_their_launching_operator_and_host_gaps_are_the_time_without_one():
+    root = FakeEvent(STEPS_LABEL, 0, 100)
+    forward = FakeEvent(FORWARD_LABEL, 1, 40, cpu_parent=root)
+    matmul = FakeEvent("aten::mm", 2, 3, id=7, cpu_parent=forward, sequence_nr=5)
+    node = FakeEvent("autograd::engine::evaluate_function: MmBackward0", 41, 50, id=8, thread=2, sequence_nr=5)
+    inner = FakeEvent("aten::mm", 42, 43, id=9, cpu_parent=node, thread=2)
+    kernels = [FakeEvent("gemm", 10, 30, DeviceType.CUDA, linked_correlation_id=7),
+               FakeEvent("gemm", 20, 40, DeviceType.CUDA, linked_correlation_id=9),  # overlaps the one before
+               FakeEvent("RNN_blockPersist_fp_LSTM", 50, 60, DeviceType.CUDA),  # cuDNN's, by its name
+               FakeEvent("memcpy", 90, 110, DeviceType.CUDA)]  # launched by no operator; past the steps' end
+    split = gpu_split([root, forward, matmul, node, inner, *kernels])
+    assert split == {"recurrent": 10e-6, "attention": 0.0, "forward": 20e-6, "backward": 20e-6, "optimizer": 0.0,
+                     "host_gaps": 50e-6, "other": 10e-6}  # 100 - the union [10, 40] + [50, 60] + [90, 100]

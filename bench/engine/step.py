@@ -18,7 +18,9 @@ from bench.engine.learning import ZeroGradients
 from bench.engine.hardware.precision import Precision
 from bench.engine.resolve import ResolvedRun
 from bench.models import build_model
-from bench.models.common import LanguageModel, State
+from bench.models.common import LanguageModel, State, profiler_label
+
+FORWARD_LABEL = "bench::forward"  # the forward pass and the loss, for `bench speed --profile`
 
 
 def build_training_model(resolved: ResolvedRun, device: torch.device) -> LanguageModel:
@@ -120,4 +122,5 @@ class TrainingStep(nn.Module):
         self.precision = precision
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, state: State | None) -> tuple[torch.Tensor, State]:
-        return forward_loss(self.model, x, y, state, self.device, self.precision)
+        with profiler_label(FORWARD_LABEL):
+            return forward_loss(self.model, x, y, state, self.device, self.precision)

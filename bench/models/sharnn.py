@@ -60,7 +60,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import PAPER_TRAIN, LanguageModel, State, run_lstm
+from bench.models.common import ATTENTION_LABEL, PAPER_TRAIN, LanguageModel, State, profiler_label, run_lstm
 from bench.settings import DROPOUT, SIZE, check_settings, setting
 
 Attention = Literal["second-last", "all", "none"]
@@ -139,6 +139,10 @@ class SingleHeadAttention(nn.Module):
 
     def forward(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """h: [B, T, E] queries; keys_values: [B, M+T, E]; mask: [T, M+T] boolean, True = may attend."""
+        with profiler_label(ATTENTION_LABEL):
+            return self._attend(h, keys_values, mask)
+
+    def _attend(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
         q = torch.sigmoid(self.query_gate) * self.query_norm(self.query(h))
         k = torch.sigmoid(self.key_gate) * keys_values
