@@ -1,5 +1,6 @@
 """What ``bench speed`` and a result say about speed: the variant measured, MFU where no peak is known, the
-time torch.compile spent compiling, apart from the steady state, and the profile of a step."""
+time torch.compile spent compiling, apart from the steady state, the profile of a step and evaluation at its
+streams."""
 
 import json
 from dataclasses import dataclass, field
@@ -8,6 +9,7 @@ import pytest
 import torch
 from torch.autograd import DeviceType
 
+import bench.engine.hardware.speed as speed
 from bench.data.facts import DataFacts
 from bench.engine.hardware.profile import STEPS_LABEL, Categorizer, cpu_split, gpu_split
 from bench.engine.run import train
@@ -18,7 +20,10 @@ from bench.models.common import ATTENTION_LABEL
 from tests.test_bad_inputs import call
 from tests.test_train import spec
 
-SMALL = ["--set", "emsize=16", "--set", "nhid=32", "--set", "bptt=8", "--set", "batch_size=2", "--set", "threads=1"]
+SMALL = ["--set", "emsize=16", "--set", "nhid=32", "--set", "bptt=8", "--set", "batch_size=2", "--set", "threads=1",
+         "--set", "eval_chunk=8"]
+TOY = {"emsize": 16, "nhid": 32, "bptt": 8, "batch_size": 2, "threads": 1, "eval_chunk": 8, "max_memory": 16}
+TRANSFORMER = {"d_model": 16, "nheads": 2, "bptt": 8, "batch_size": 2, "threads": 1}
 
 
 def test_bench_speed_shows_the_variant_it_measured_and_that_a_cpu_has_no_known_peak():
@@ -55,6 +60,41 @@ def test_compiling_is_reported_apart_from_the_steady_state(eager_compiler, make_
     result = train(spec(data, tmp_path / "compiled", compile=True, max_memory=32), show_progress=False)
     assert 0 < result.training.compile_seconds < result.training.seconds
     assert train(spec(data, tmp_path / "eager"), show_progress=False).training.compile_seconds is None
+
+
+def test_evaluation_is_timed_at_16_and_256_streams_in_the_runs_chunks_with_the_state_carried(monkeypatch):
+    seen = []
+
+    def spy(model, x, y, state, *args):
+        seen.append((tuple(x.shape), state is None))
+        return chunk_nll(model, x, y, state, *args)
+
+    chunk_nll = speed.chunk_nll
+    monkeypatch.setattr(speed, "chunk_nll", spy)
+    row = measure_speed(RunSpec(overrides=TOY), DataFacts.vocabulary_only(256), steps=2, warmup=1)
+    assert list(row["eval"]) == ["16", "256"]
+    for streams, measured in row["eval"].items():
+        assert (measured["streams"], measured["chunk"], measured["window"]) == (int(streams), 8, None)
+        assert measured["over_train"] == pytest.approx(measured["tokens_per_second"] / row["train_tokens_per_second"])
+        chunks = measured["chunks_warmup"] + measured["chunks_timed"]
+        # a fresh state for each stream count, then carried from chunk to chunk
+        assert seen[:chunks] == [((int(streams), 8), True)] + [((int(streams), 8), False)] * (chunks - 1)
+        seen = seen[chunks:]
+    assert not seen
+    windowed = measure_speed(RunSpec(model="transformer", overrides={**TRANSFORMER, "context": 16}),
+                             DataFacts.vocabulary_only(256), steps=1, warmup=0, eval_streams=(3,))
+    assert [(e["streams"], e["chunk"], e["window"]) for e in windowed["eval"].values()] == [(3, 8, 16)]
+
+
+def test_bench_speed_prints_evaluation_at_each_stream_count():
+    code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *SMALL])
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("eval at "))
+    assert line.startswith("eval at 16 streams: ") and "; at 256: " in line and "x training)" in line
+    assert line.endswith("chunks of 8 tokens, state carried")
+    code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *SMALL, "--eval-streams", "4", "--json"])
+    assert code == 0, err
+    assert list(json.loads(out)["eval"]) == ["4"]
 
 
 def test_an_autograd_node_counts_where_the_operator_that_made_it_did():
@@ -123,3 +163,15 @@ def test_on_a_gpu_kernels_count_by_their_launching_operator_and_host_gaps_are_th
     split = gpu_split([root, forward, matmul, node, inner, *kernels])
     assert split == {"recurrent": 10e-6, "attention": 0.0, "forward": 20e-6, "backward": 20e-6, "optimizer": 0.0,
                      "host_gaps": 50e-6, "other": 10e-6}  # 100 - the union [10, 40] + [50, 60] + [90, 100]
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (["--eval-streams", ""], "--eval-streams is empty"),
+    (["--eval-streams", "16,x"], "'x' is not a positive whole number"),
+    (["--eval-streams", "16,,0"], "--eval-streams '0' is not a positive whole number"),
+    (["--eval-streams", "-4"], "'-4' is not a positive whole number"),
+    (["--eval-streams", "1.5"], "'1.5' is not a positive whole number"),
+    (["--eval-streams", "16,016"], "lists 16 more than once"),
+])
+def test_bad_lists_are_refused_in_one_line(option, fragment, one_line_error, cli_here):
+    one_line_error(cli_here("speed", "--steps", "1", *option), fragment)
