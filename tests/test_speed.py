@@ -1,8 +1,9 @@
 """What ``bench speed`` and a result say about speed: the variant measured, MFU where no peak is known, the
-time torch.compile spent compiling, apart from the steady state, the profile of a step and evaluation at its
-streams."""
+time torch.compile spent compiling, apart from the steady state, the profile of a step, evaluation at its streams
+and the batch sweep."""
 
 import json
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -11,17 +12,19 @@ from torch.autograd import DeviceType
 
 import bench.engine.hardware.speed as speed
 from bench.data.facts import DataFacts
-from bench.engine.hardware.profile import STEPS_LABEL, Categorizer, cpu_split, gpu_split
+from bench.engine.hardware.profile import CATEGORIES, STEPS_LABEL, Categorizer, cpu_split, gpu_split
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.engine.hardware.speed import measure_speed
 from bench.engine.step import FORWARD_LABEL
+from bench.errors import BenchError
 from bench.models.common import ATTENTION_LABEL
 from tests.test_bad_inputs import call
 from tests.test_train import spec
 
 SMALL = ["--set", "emsize=16", "--set", "nhid=32", "--set", "bptt=8", "--set", "batch_size=2", "--set", "threads=1",
          "--set", "eval_chunk=8"]
+UNBATCHED = [a for pair in zip(SMALL[::2], SMALL[1::2]) if pair[1] != "batch_size=2" for a in pair]
 TOY = {"emsize": 16, "nhid": 32, "bptt": 8, "batch_size": 2, "threads": 1, "eval_chunk": 8, "max_memory": 16}
 TRANSFORMER = {"d_model": 16, "nheads": 2, "bptt": 8, "batch_size": 2, "threads": 1}
 
@@ -97,6 +100,22 @@ def test_bench_speed_prints_evaluation_at_each_stream_count():
     assert list(json.loads(out)["eval"]) == ["4"]
 
 
+def test_a_profiled_step_is_split_into_exclusive_parts_that_sum_to_it():
+    row = measure_speed(RunSpec(overrides={**TOY, "attention": "all"}), DataFacts.vocabulary_only(256), steps=2,
+                        warmup=1, eval_streams=(), profile=True)
+    profile = row["profile"]
+    seconds = profile["seconds"]
+    assert tuple(seconds) == CATEGORIES and seconds["host_gaps"] is None  # no GPU: no host gaps
+    parts = [seconds[c] for c in CATEGORIES if c != "host_gaps"]
+    assert all(part > 0 for part in parts)
+    assert sum(parts) == pytest.approx(profile["step_seconds"], rel=0.05)  # each operator's time once
+    assert profile["step_over_recurrent"] == pytest.approx(profile["step_seconds"] / seconds["recurrent"])
+    transformer = measure_speed(RunSpec(model="transformer", overrides=TRANSFORMER), DataFacts.vocabulary_only(256),
+                                steps=1, warmup=1, eval_streams=(), profile=True)
+    assert transformer["profile"]["seconds"]["recurrent"] == 0 and transformer["profile"]["step_over_recurrent"] is None
+    assert transformer["profile"]["seconds"]["attention"] > 0
+
+
 def test_an_autograd_node_counts_where_the_operator_that_made_it_did():
     torch.manual_seed(0)
     lstm, weight = torch.nn.LSTM(8, 8, batch_first=True), torch.randn(8, 8, requires_grad=True)
@@ -165,13 +184,58 @@ def test_on_a_gpu_kernels_count_by_their_launching_operator_and_host_gaps_are_th
                      "host_gaps": 50e-6, "other": 10e-6}  # 100 - the union [10, 40] + [50, 60] + [90, 100]
 
 
+def test_bench_speed_profile_prints_the_parts_of_a_step():
+    code, out, err = call(["speed", "--steps", "1", "--warmup", "1", *SMALL, "--eval-streams", "2", "--profile"])
+    assert code == 0, err
+    table = out.split("profile of 1 training steps")[1]
+    for part in ("recurrent (LSTM)", "attention", "rest of the forward", "rest of the backward", "optimizer",
+                 "host gaps", "other", "step / recurrent: "):
+        assert part in table
+    code, out, err = call(["speed", "--steps", "1", "--warmup", "1", *SMALL, "--eval-streams", "2", "--json"])
+    assert code == 0 and json.loads(out)["profile"] is None
+
+
+def test_a_batch_sweep_measures_each_batch_size_and_marks_the_fastest():
+    code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *UNBATCHED, "--batch-sizes", "1,3", "--json"])
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [(r["batch_size"], r["eval"]) for r in rows] == [(1, {}), (3, {})]
+    fastest = max(rows, key=lambda r: r["train_tokens_per_second"])
+    assert [r["best"] for r in rows] == [r is fastest for r in rows]
+    assert all(r["mfu"] is None and r["train_tflops"] > 0 for r in rows)
+    code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *UNBATCHED, "--batch-sizes", "1,2",
+                           "--peak-tflops", "10"])
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("sha-rnn/tiny: ") and "segments of 8" in lines[0]
+    assert [line.split()[0] for line in lines[3:]] == ["1", "2"] and out.count("<- best") == 1
+    assert all(line.split()[4].endswith("%") for line in lines[3:])  # MFU from the peak given
+
+
 @pytest.mark.parametrize("option, fragment", [
+    (["--batch-sizes", ""], "--batch-sizes is empty"),
+    (["--batch-sizes", "16,x"], "'x' is not a positive whole number"),
+    (["--batch-sizes", "0"], "'0' is not a positive whole number"),
+    (["--batch-sizes", "-4"], "'-4' is not a positive whole number"),
+    (["--batch-sizes", "1.5"], "'1.5' is not a positive whole number"),
+    (["--batch-sizes", "16,016"], "lists 16 more than once"),
     (["--eval-streams", ""], "--eval-streams is empty"),
     (["--eval-streams", "16,x"], "'x' is not a positive whole number"),
     (["--eval-streams", "16,,0"], "--eval-streams '0' is not a positive whole number"),
     (["--eval-streams", "-4"], "'-4' is not a positive whole number"),
     (["--eval-streams", "1.5"], "'1.5' is not a positive whole number"),
     (["--eval-streams", "16,016"], "lists 16 more than once"),
+    (["--batch-sizes", "4", "--profile"], "--profile profiles one batch size"),
+    (["--batch-sizes", "4", "--set", "batch_size=2"], "drop --set batch_size"),
+    (["--batch-sizes", "4", "--eval-streams", "16"], "measures training only"),
 ])
-def test_bad_lists_are_refused_in_one_line(option, fragment, one_line_error, cli_here):
+def test_bad_lists_and_conflicts_are_refused_in_one_line(option, fragment, one_line_error, cli_here):
     one_line_error(cli_here("speed", "--steps", "1", *option), fragment)
+
+
+def test_a_cuda_graph_is_not_profiled(monkeypatch):
+    import bench.engine.hardware.cuda_graphs as cuda_graphs
+
+    monkeypatch.setattr(cuda_graphs, "check_cuda_graphs", lambda *args: None)  # as on a GPU, where graphs run
+    with pytest.raises(BenchError, match="--profile cannot see inside a CUDA graph's replay"):
+        measure_speed(RunSpec(overrides={**TOY, "cuda_graphs": True}), DataFacts.vocabulary_only(256), profile=True)

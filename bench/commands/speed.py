@@ -1,4 +1,4 @@
-"""``bench speed``: training and evaluation throughput of a model on this machine."""
+"""``bench speed``: training and evaluation throughput on this machine, a profile of the step, a batch sweep."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ import typer
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, data_dir_option, each_once, parse_pairs,
                                    sizing_dataset_option, sizing_tokenizer_option, split_list, vocab_size_option)
 from bench.errors import BenchError
-from bench.text_tables import duration, flops_rate
+from bench.text_tables import duration, flops_rate, text_table
+
+CATEGORY_NAMES = {"recurrent": "recurrent (LSTM)", "attention": "attention", "forward": "rest of the forward",
+                  "backward": "rest of the backward", "optimizer": "optimizer", "host_gaps": "host gaps",
+                  "other": "other"}
 
 
 def speed_command(
@@ -28,22 +32,33 @@ def speed_command(
                                                 "MFU (default: the data sheet's, for known GPUs)."),
     eval_streams: Optional[str] = typer.Option(None, "--eval-streams", help="Evaluation is timed at each of these "
                                                "stream counts, in the run's chunks (default: 16,256)."),
+    profile: bool = typer.Option(False, "--profile", help="Also split a training step's time (torch.profiler): "
+                                 "recurrent kernels, attention, forward, backward, optimizer, host gaps."),
+    batch_sizes: Optional[str] = typer.Option(None, "--batch-sizes", help="Measure training at each of these batch "
+                                              "sizes instead, e.g. 16,32,64, and mark the fastest."),
     settings: List[str] = typer.Option([], "--set", help=SET_HELP),
     data_dir: Optional[Path] = data_dir_option(),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (a list of rows with --batch-sizes)."),
 ) -> None:
     """Measure training and evaluation throughput (tokens/s) of a model on this machine, on random tokens."""
     from bench.data.facts import facts_for_sizing
-    from bench.engine.hardware.speed import EVAL_STREAMS, measure_speed
+    from bench.engine.hardware.speed import EVAL_STREAMS, measure_speed, sweep_batches
     from bench.engine.spec import RunSpec
 
     if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):
         raise BenchError(f"--peak-tflops must be a positive finite number, not {peak_tflops}")
     streams = positive_sizes(eval_streams, "--eval-streams", "16,256") if eval_streams is not None else EVAL_STREAMS
     overrides = parse_pairs(settings, "--set")
+    sizes = positive_sizes(batch_sizes, "--batch-sizes", "16,32,64") if batch_sizes is not None else None
+    if sizes is not None:
+        _check_sweep(overrides, profile, eval_streams)
     facts = facts_for_sizing(vocab_size, tokenizer, dataset, data_dir)
     spec = RunSpec(model=model, preset=preset, overrides=overrides)
-    info = measure_speed(spec, facts, steps, warmup, peak_tflops, streams)
+    if sizes is not None:
+        rows = sweep_batches(spec, facts, sizes, steps, warmup, peak_tflops)
+        print(json.dumps(rows, indent=2) if as_json else sweep_text(rows))
+        return
+    info = measure_speed(spec, facts, steps, warmup, peak_tflops, streams, profile)
     print(json.dumps(info, indent=2) if as_json else speed_text(info))
 
 
@@ -60,12 +75,25 @@ def positive_sizes(text: str, option: str, example: str) -> tuple[int, ...]:
     return sizes
 
 
-def _header(info: dict) -> str:
+def _check_sweep(overrides: dict[str, str], profile: bool, eval_streams: str | None) -> None:
+    """What a batch sweep cannot be given with it: it sets the batch size and measures training only."""
+    if "batch_size" in overrides:
+        raise BenchError("--batch-sizes sets the batch size of each measurement; drop --set batch_size")
+    if profile:
+        raise BenchError("--profile profiles one batch size; drop --batch-sizes (--set batch_size=N profiles N)")
+    if eval_streams is not None:
+        raise BenchError("--batch-sizes measures training only (evaluation does not depend on the batch size); "
+                         "drop --eval-streams")
+
+
+def _header(info: dict, batch: bool = True) -> str:
+    """The model, its size, the batch (or with ``batch`` false, the segment alone), precision, optimizer, device."""
     device = info["device"]
     variant = (f", {info['optimizer']}" + (", compiled" if info["compile"] else "")
                + (", CUDA graphs" if info["cuda_graphs"] else ""))
-    return (f"{info['model']}/{info['preset']}: {info['params_total']:,} parameters, batch {info['batch_size']} x "
-            f"{info['bptt']}, {info['precision']}{variant}, on {device['type']} ({device.get('name', '')})")
+    shape = f"batch {info['batch_size']} x {info['bptt']}" if batch else f"segments of {info['bptt']}"
+    return (f"{info['model']}/{info['preset']}: {info['params_total']:,} parameters, {shape}, "
+            f"{info['precision']}{variant}, on {device['type']} ({device.get('name', '')})")
 
 
 def speed_text(info: dict) -> str:
@@ -91,6 +119,8 @@ def speed_text(info: dict) -> str:
     if info["budget_hours"] is not None:
         lines.append(f"budget: {info['budget_steps']:,} steps, about {duration(info['budget_hours'] * 3600)} of "
                      f"training here")
+    if info["profile"] is not None:
+        lines.append(profile_text(info["profile"], info["batch_size"] * info["bptt"] / info["train_tokens_per_second"]))
     return "\n".join(lines)
 
 
@@ -105,3 +135,37 @@ def eval_text(evaluation: dict) -> str:
     layout = (f"chunks of {first['chunk']} tokens, state carried" if first["window"] is None else
               f"a window of {first['window']} tokens moved {first['chunk']} at a time")
     return "; ".join(parts + [layout])
+
+
+def profile_text(profile: dict, unprofiled_step: float) -> str:
+    """A table of the profiled step's time by category, their sum, and the step over the recurrent time;
+    ``unprofiled_step``: the timed steps' seconds per step, to show the profiler's own cost."""
+    step, seconds = profile["step_seconds"], profile["seconds"]
+    rows = [{"part of the step": CATEGORY_NAMES[name], "ms per step": "n/a" if value is None else f"{value * 1e3:.2f}",
+             "share": "n/a" if value is None else f"{100 * value / step:.1f}%"} for name, value in seconds.items()]
+    counted = sum(value for value in seconds.values() if value is not None)
+    ratio = profile["step_over_recurrent"]
+    how = ("each operator's self time, counted once" if profile["device"] == "cpu" else
+           "GPU time by launching operator; host gaps: no kernel running")
+    return "\n".join([
+        f"profile of {profile['steps']} training steps (torch.profiler, {how}): {step * 1e3:.2f} ms a step, "
+        f"{unprofiled_step * 1e3:.2f} ms unprofiled",
+        text_table(rows, ["part of the step", "ms per step", "share"]),
+        f"sum of the parts: {counted * 1e3:.2f} ms; step / recurrent: "
+        + ("no recurrent kernels" if ratio is None else f"{ratio:.2f}x")])
+
+
+def sweep_text(rows: list[dict]) -> str:
+    """One line per batch size: training tokens/s, TFLOP/s, MFU, the fastest marked."""
+    measured = [r for r in rows if "error" not in r]
+    table = [{"batch": r["batch_size"], "train tokens/s": r.get("error") or f"{r['train_tokens_per_second']:,.0f}",
+              "FLOP/s": flops_rate(r["train_tflops"]) if "error" not in r else "",
+              "MFU": _mfu_cell(r) if "error" not in r else "", "": "<- best" if r["best"] else ""} for r in rows]
+    lines = [_header(measured[0], batch=False)] if measured else []
+    return "\n".join(lines + [text_table(table, ["batch", "train tokens/s", "FLOP/s", "MFU", ""])])
+
+
+def _mfu_cell(row: dict) -> str:
+    if row["mfu"] is None:
+        return "n/a"
+    return f"{100 * row['mfu']:.1f}%" if row["mfu"] <= 1 else "above the peak"

@@ -18,11 +18,14 @@ after its own warm-up. Peak memory is reset first, so it is this measurement's
 own. MFU is the achieved training FLOP/s (3x the forward FLOPs per token) over
 the GPU's dense bf16 peak (none is known for a CPU: ``--peak-tflops`` gives one).
 From the run's budget it also estimates how long the whole run would train at
-this speed.
+this speed. ``--profile`` splits a training step's time
+(bench.engine.hardware.profile); ``--batch-sizes`` measures training at several
+batch sizes (:func:`sweep_batches`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
@@ -38,6 +41,7 @@ from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.score.evaluation import EvalLayout, chunk_nll, run_layout
 from bench.engine.spec import RunSpec, validate_spec
 from bench.engine.step import TrainingStep, build_training_model, compile_seconds, make_step
+from bench.errors import BenchError
 from bench.models.common import LanguageModel, detach_state
 
 # Dense bf16 tensor-core peaks from the vendors' data sheets (TFLOP/s, without sparsity).
@@ -54,6 +58,7 @@ def bf16_peak_tflops(device_name: str) -> float | None:
 
 
 EVAL_STREAMS = (16, 256)
+PROFILED_STEPS = 5  # at most: enough to average over, few enough for the profiler's trace of a paper-size step
 
 
 def default_warmup(resolved: ResolvedRun) -> int:
@@ -76,10 +81,14 @@ def _sync(device: torch.device) -> None:
 
 
 def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int | None = None,
-                  peak_tflops: float | None = None, eval_streams: tuple[int, ...] = EVAL_STREAMS) -> dict:
-    """Training throughput, then evaluation's at each of ``eval_streams``."""
+                  peak_tflops: float | None = None, eval_streams: tuple[int, ...] = EVAL_STREAMS,
+                  profile: bool = False) -> dict:
+    """Training throughput, then evaluation's at each of ``eval_streams`` (none: not measured); with ``profile``,
+    a few more training steps under torch.profiler, split by what they spend their time on."""
     resolved = resolve(validate_spec(spec), facts)
     cfg = resolved.train
+    if profile and cfg.cuda_graphs:
+        raise BenchError("--profile cannot see inside a CUDA graph's replay; profile without --set cuda_graphs=true")
     device = pick_device(cfg.device)
     configure(device)
     use_threads(cfg.threads)
@@ -94,6 +103,12 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     step = _training_step(resolved, model, optimizer, facts.vocab_size, device, precision)
     train = _timed(step, device, steps, train_warmup)
     train_peak = _peak_memory_gb(device)
+    profiled = None
+    if profile:
+        from bench.engine.hardware.profile import profile_steps
+
+        profiled = profile_steps(step, device, min(steps, PROFILED_STEPS)).to_json()
+        _peak_memory_gb(device)  # the profiled steps' peak is the training's again: not the evaluation's
     timed_tokens = steps * cfg.batch_size * cfg.bptt
     train_tps = timed_tokens / train["timed"]
     evaluation, eval_seconds = {}, []
@@ -132,10 +147,28 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
         # of which torch.compile compiled; "timed": compiling inside the timed steps (a recompile), never expected
         "compile_seconds": {"train": train["warmup_compile"], "eval": sum(s["warmup_compile"] for s in eval_seconds),
                             "timed": train["timed_compile"] + sum(s["timed_compile"] for s in eval_seconds)},
-        "device": info, "peak_memory_gb": train_peak,
+        "device": info, "peak_memory_gb": train_peak, "profile": profiled,
         "budget_steps": planned,
         "budget_hours": None if planned is None else planned * train["timed"] / steps / 3600,
     }
+
+
+def sweep_batches(spec: RunSpec, facts: DataFacts, batch_sizes: tuple[int, ...], steps: int = 20,
+                  warmup: int | None = None, peak_tflops: float | None = None) -> list[dict]:
+    """Training throughput at each batch size (evaluation does not depend on it: not measured), the fastest marked
+    ``best``; on a GPU, a batch size that does not fit is a row that says so."""
+    rows = []
+    for batch_size in batch_sizes:
+        sized = dataclasses.replace(spec, overrides={**spec.overrides, "batch_size": batch_size})
+        try:
+            rows.append(measure_speed(sized, facts, steps, warmup, peak_tflops, eval_streams=()))
+        except torch.cuda.OutOfMemoryError:
+            rows.append({"batch_size": batch_size, "error": "out of memory"})
+    measured = [r for r in rows if "error" not in r]
+    fastest = max(measured, key=lambda r: r["train_tokens_per_second"], default=None)
+    for row in rows:
+        row["best"] = row is fastest
+    return rows
 
 
 def _peak_memory_gb(device: torch.device) -> float | None:
