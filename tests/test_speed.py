@@ -23,9 +23,9 @@ from tests.test_bad_inputs import call
 from tests.test_train import spec
 
 SMALL = ["--set", "emsize=16", "--set", "nhid=32", "--set", "bptt=8", "--set", "batch_size=2", "--set", "threads=1",
-         "--set", "eval_chunk=8"]
+         "--set", "eval_chunk=4"]
 UNBATCHED = [a for pair in zip(SMALL[::2], SMALL[1::2]) if pair[1] != "batch_size=2" for a in pair]
-TOY = {"emsize": 16, "nhid": 32, "bptt": 8, "batch_size": 2, "threads": 1, "eval_chunk": 8, "max_memory": 16}
+TOY = {"emsize": 16, "nhid": 32, "bptt": 8, "batch_size": 2, "threads": 1, "eval_chunk": 4, "max_memory": 16}
 TRANSFORMER = {"d_model": 16, "nheads": 2, "bptt": 8, "batch_size": 2, "threads": 1}
 
 
@@ -77,16 +77,16 @@ def test_evaluation_is_timed_at_16_and_256_streams_in_the_runs_chunks_with_the_s
     row = measure_speed(RunSpec(overrides=TOY), DataFacts.vocabulary_only(256), steps=2, warmup=1)
     assert list(row["eval"]) == ["16", "256"]
     for streams, measured in row["eval"].items():
-        assert (measured["streams"], measured["chunk"], measured["window"]) == (int(streams), 8, None)
+        assert (measured["streams"], measured["chunk"], measured["window"]) == (int(streams), 4, None)  # not bptt
         assert measured["over_train"] == pytest.approx(measured["tokens_per_second"] / row["train_tokens_per_second"])
         chunks = measured["chunks_warmup"] + measured["chunks_timed"]
         # a fresh state for each stream count, then carried from chunk to chunk
-        assert seen[:chunks] == [((int(streams), 8), True)] + [((int(streams), 8), False)] * (chunks - 1)
+        assert seen[:chunks] == [((int(streams), 4), True)] + [((int(streams), 4), False)] * (chunks - 1)
         seen = seen[chunks:]
     assert not seen
-    windowed = measure_speed(RunSpec(model="transformer", overrides={**TRANSFORMER, "context": 16}),
+    windowed = measure_speed(RunSpec(model="transformer", overrides={**TRANSFORMER, "context": 12}),
                              DataFacts.vocabulary_only(256), steps=1, warmup=0, eval_streams=(3,))
-    assert [(e["streams"], e["chunk"], e["window"]) for e in windowed["eval"].values()] == [(3, 8, 16)]
+    assert [(e["streams"], e["chunk"], e["window"]) for e in windowed["eval"].values()] == [(3, 6, 12)]
 
 
 def test_bench_speed_prints_evaluation_at_each_stream_count():
@@ -94,7 +94,7 @@ def test_bench_speed_prints_evaluation_at_each_stream_count():
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.startswith("eval at "))
     assert line.startswith("eval at 16 streams: ") and "; at 256: " in line and "x training)" in line
-    assert line.endswith("chunks of 8 tokens, state carried")
+    assert line.endswith("chunks of 4 tokens, state carried")
     code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *SMALL, "--eval-streams", "4", "--json"])
     assert code == 0, err
     assert list(json.loads(out)["eval"]) == ["4"]
