@@ -141,10 +141,21 @@ def test_the_lease_stage_trains_a_block_of_the_study_sends_its_records_back_then
     assert len(documents) == 5, documents  # the runs' losses by document
     nll = subprocess.run(f"cat {out}/nll.tgz.* | tar tzf -", shell=True, capture_output=True, text=True).stdout
     assert nll.count("token_nll.test.npy") == 6
-    rows = read_objects((out / "speed.jsonl").read_text())  # the study had nothing left: speed rows follow
-    assert [(r["model"], r["precision"].split(" ")[0].rstrip(",")) for r in rows] == [
-        ("sha-rnn", "float16"), ("transformer", "bfloat16"), ("lstm", "float16")]  # compiled: a note in the dry run
-    assert (out / "speed.md").read_text().count("not measured in the dry run") == 2
+    # the study had nothing left: the speed levers follow, most wanted first (compiled: a note in the dry run)
+    *rows, sweep = read_objects((out / "speed.jsonl").read_text())
+    assert [(r["model"], r["precision"].split(" ")[0].rstrip(","), r["settings"].get("layer_overlap"),
+             bool(r["profile"]), sorted(r["eval"])) for r in rows] == [
+        ("sha-rnn", "float16", None, False, ["16", "256"]), ("lstm", "float16", None, False, ["16", "256"]),
+        ("transformer", "bfloat16", None, False, ["16", "256"]), ("sha-rnn", "float16", "2", False, ["16"]),
+        ("sha-rnn", "float16", "4", False, ["16"]), ("sha-rnn", "float16", "8", False, ["16"]),
+        ("sha-rnn", "float16", None, True, ["16"])]
+    assert [(r["model"], r["batch_size"]) for r in sweep] == [("transformer", 16), ("transformer", 32),
+                                                               ("transformer", 64)]
+    table = (out / "speed.md").read_text()
+    assert table.count("not measured in the dry run") == 1
+    assert "the captured float16 step's CUDA test: failed or skipped" in table  # no CUDA here
+    assert table.count("| sha-rnn | tiny | layer_overlap=") == 3
+    assert "Profile of a training step" in table and "Batch sweep, transformer tiny" in table
     assert sorted(p.name for p in out.iterdir()) == ["logs.tgz", "nll.tgz.aa", "records.tgz", "speed.jsonl",
                                                      "speed.md", "study.log"]
     assert "lease done" in done.stdout

@@ -132,7 +132,8 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
                                           epoch_tokens(facts.train_tokens, cfg.batch_size) if facts.train_tokens
                                           else None, mean_step_tokens(cfg), train_flops_per_token)
     return {
-        "model": spec.model, "preset": spec.preset, "tokenizer": facts.scheme, "dataset": facts.corpus,
+        "model": spec.model, "preset": spec.preset, "settings": dict(spec.overrides),  # --set, as given
+        "tokenizer": facts.scheme, "dataset": facts.corpus,
         "vocab_size": facts.vocab_size, "params_total": model.num_params(),
         "batch_size": cfg.batch_size, "bptt": cfg.bptt, "precision": precision.name, "compile": cfg.compile,
         "cuda_graphs": cfg.cuda_graphs, "lamb_impl": cfg.lamb_impl, "optimizer": implementation(optimizer),
