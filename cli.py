@@ -26,7 +26,7 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
 
 import typer  # noqa: E402
 
-from bench.commands import config, data, models, runs, study, tokenize  # noqa: E402
+from bench.commands import config, data, models, runs, speed, study, tokenize  # noqa: E402
 from bench.errors import USER_ERRORS, file_system_error  # noqa: E402
 
 app = typer.Typer(
@@ -44,7 +44,7 @@ app.add_typer(config.app, name="config")
 app.command("train")(runs.train_command)
 app.command("eval")(runs.eval_command)
 app.command("sample")(runs.sample_command)
-app.command("speed")(runs.speed_command)
+app.command("speed")(speed.speed_command)
 app.command("eval-hf")(runs.eval_hf_command)
 app.command("baselines")(data.baselines_command)
 app.command("run-matrix")(study.run_matrix_command)

@@ -267,7 +267,77 @@ def test_a_step_replayed_from_a_cuda_graph_computes_what_the_eager_step_does(mod
     for (name, a), b in zip(graphed.named_parameters(), eager.parameters()):
         assert (a - b).norm() <= tolerance * b.norm() + 1e-6, name
     if optimizer == "lamb":
-        assert {s["step"] for s in opt.state.values()} == {12}
+        assert {float(s["step"]) for s in opt.state.values()} == {12.0}
+
+
+def _float16_steps(model: str, graphs: bool, steps: int = 14, overflow_at: int = 11):
+    """``steps`` float16 steps with a loss scaler of a tiny model on CUDA, eager or through a GraphedStep built
+    directly (runs refuse float16 graphs until this test has passed on a GPU); at step ``overflow_at`` (a replayed
+    one) the scale is made huge, so that the gradients overflow and the update is skipped on the device."""
+    from bench.engine.hardware.cuda_graphs import GraphedStep
+    from bench.engine.optim import build_optimizer
+    from bench.engine.spec import TrainConfig
+    from bench.engine.step import TrainingStep, apply_gradients, make_step
+    from bench.models import build_model
+    from bench.models.common import detach_state
+
+    device = torch.device("cuda")
+    configure(device)
+    sizes = {"sha-rnn": dict(emsize=32, nhid=128, nlayers=2, max_memory=32, dropout=0.0, dropouth=0.0,
+                             dropouti=0.0),
+             "lstm": dict(emsize=32, nhid=64, nlayers=2, dropout=0.0, dropouth=0.0, dropouti=0.0)}[model]
+    torch.manual_seed(0)
+    net = build_model(model, {"vocab_size": 256, **sizes}).to(device)
+    opt = build_optimizer(net.parameters(), TrainConfig(optimizer="lamb" if model == "sha-rnn" else "adamw",
+                                                        lr=3e-3, cuda_graphs=graphs))
+    plan = plan_precision("float16", "auto", device, net)
+    scaler = plan.grad_scaler(device)
+    forward = TrainingStep(net, device, plan)
+    step = (GraphedStep(forward, net, opt, lambda loss: apply_gradients(net, opt, loss, 0.25, scaler), device)
+            if graphs else make_step(forward, net, opt, 0.25, False, device, scaler))
+    data, state, losses, skipped = torch.Generator(device="cuda").manual_seed(1), None, [], []
+    for i in range(1, steps + 1):
+        tokens = torch.randint(0, 256, (8, 17), device=device, generator=data)
+        if i == overflow_at:
+            scaler._scale.fill_(2.0 ** 100)
+        torch.cuda.set_sync_debug_mode("error" if i > 7 else "default")  # no step once captured reads the GPU
+        try:
+            loss, new_state, flag = step(tokens[:, :-1], tokens[:, 1:], state if net.carries_state_in_training
+                                         else None)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        state = detach_state(new_state)
+        losses.append(loss.detach())
+        skipped.append(flag)
+    return net, opt, scaler, torch.stack(losses).tolist(), torch.stack(skipped).tolist(), step
+
+
+@pytest.mark.parametrize("model", ["sha-rnn", "lstm"])
+def test_a_float16_step_reads_nothing_and_skips_an_overflow_on_the_device(model):
+    """LAMB (foreach on CUDA) and fused AdamW take the scaler's inf check: no step waits for the GPU, and the update
+    of an overflowing step is skipped (the weights as before it), the scale backed off."""
+    net, opt, scaler, losses, skipped, _ = _float16_steps(model, graphs=False, steps=11)
+    assert skipped[-1] == 1.0 and sum(skipped) >= 1
+    assert scaler.get_scale() == 2.0 ** 99  # backed off once from the forced 2^100
+
+
+@pytest.mark.parametrize("model", ["sha-rnn", "lstm"])
+def test_a_float16_step_replayed_from_a_cuda_graph_computes_what_the_eager_step_does(model):
+    """What must hold before a run may capture float16 (``check_cuda_graphs`` refuses it till then): the scaler's
+    scale, growth count and inf check live in device tensors the graph holds, a skipped update is skipped inside the
+    replay, and losses, skip flags, scale, weights and LAMB's update counts follow the eager steps."""
+    from bench.engine.hardware.cuda_graphs import GraphedStep
+
+    eager, eager_opt, eager_scaler, eager_losses, eager_skipped, _ = _float16_steps(model, graphs=False)
+    graphed, opt, scaler, losses, skipped, step = _float16_steps(model, graphs=True)
+    assert isinstance(step, GraphedStep) and step.graph is not None
+    assert skipped == eager_skipped and skipped[10] == 1.0
+    assert scaler.get_scale() == eager_scaler.get_scale()
+    assert losses == pytest.approx(eager_losses, rel=1e-3)
+    for (name, a), b in zip(graphed.named_parameters(), eager.parameters()):
+        assert (a - b).norm() <= 1e-3 * b.norm() + 1e-6, name
+    if model == "sha-rnn":
+        assert {float(s["step"]) for s in opt.state.values()} == {14.0 - sum(skipped)}
 
 
 def test_a_training_run_with_cuda_graphs_trains_as_the_eager_run(data_dir, tmp_path):

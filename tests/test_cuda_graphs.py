@@ -10,7 +10,7 @@ from bench.engine.hardware import cuda_graphs
 from bench.engine.hardware.cuda_graphs import EAGER_STEPS, GraphedStep
 from bench.engine.learning import ZeroGradients
 from bench.engine.hardware.precision import FLOAT32
-from bench.engine.step import TrainingStep, apply_gradients
+from bench.engine.step import TrainingStep, apply_gradients, make_step
 from bench.errors import BenchError
 from bench.models import build_model
 from bench.models.common import detach_state
@@ -24,7 +24,7 @@ def _graphed(monkeypatch, events: list[str]) -> GraphedStep:
     model = build_model("sha-rnn", SIZES)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     step = GraphedStep(TrainingStep(model, torch.device("cpu"), FLOAT32), model, optimizer,
-                       lambda loss: apply_gradients(model, optimizer, loss, 0.25), torch.device("cuda"), None)
+                       lambda loss: apply_gradients(model, optimizer, loss, 0.25), torch.device("cuda"))
 
     def eager(self, x, y, state):
         loss, new_state = self.step_module(x, y, state)
@@ -76,9 +76,9 @@ def test_where_a_resolved_run_executes_graphs_are_refused_on_a_cpu_and_with_a_lo
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     step = TrainingStep(model, torch.device("cpu"), FLOAT32)
     with pytest.raises(BenchError, match=r"^cuda_graphs needs a CUDA device; this run's device is cpu"):
-        GraphedStep(step, model, optimizer, print, torch.device("cpu"), None)
-    with pytest.raises(BenchError, match=r"^cuda_graphs cannot capture float16's loss scaler"):
-        GraphedStep(step, model, optimizer, print, torch.device("cuda"), torch.amp.GradScaler("cpu"))
+        GraphedStep(step, model, optimizer, print, torch.device("cpu"))
+    with pytest.raises(BenchError, match=r"^cuda_graphs with float16's loss scaler is not yet proven on a GPU"):
+        make_step(step, model, optimizer, 0.25, True, torch.device("cuda"), torch.amp.GradScaler("cpu"))
 
 
 def test_the_zero_gradient_counts_stay_in_the_tensor_a_graph_captured():

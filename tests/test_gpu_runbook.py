@@ -83,7 +83,9 @@ def test_the_study_stage_plans_the_gpu_matrix(tmp_path, mirror):
 def test_the_speed_table_reads_the_side_by_side(tmp_path):
     row = {"model": "sha-rnn", "preset": "paper", "params_total": 53.8e6, "batch_size": 16, "bptt": 1024,
            "compile": True, "cuda_graphs": True, "optimizer": "lamb foreach", "train_tokens_per_second": 250_000.0,
-           "train_tflops": 91.0, "mfu": 0.092, "eval_tokens_per_second": 950_000.0, "eval_over_train": 3.8,
+           "train_tflops": 91.0, "mfu": 0.092,
+           "eval": {"16": {"tokens_per_second": 950_000.0, "over_train": 3.8},
+                    "256": {"tokens_per_second": 2_400_000.0, "over_train": 9.6}},
            "warmup_seconds": {"train": 24.0}, "compile_seconds": {"train": 21.5, "eval": 3.0, "timed": 0.0},
            "peak_memory_gb": 6.1, "peak_tflops": 989.4, "precision": "bfloat16",
            "device": {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "torch": "2.11", "cuda": "13.0",
@@ -98,9 +100,15 @@ def test_the_speed_table_reads_the_side_by_side(tmp_path):
     done = subprocess.run([sys.executable, "scripts/gpu/speed_table.py", str(tmp_path / "rows.jsonl"),
                            "--reference", str(tmp_path / "reference.json")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("| bfloat16 | lamb foreach | yes | yes | 250,000 | 91.0 | 9.2% | 950,000 | 3.8x | 24.0 | "
-                             "21.5 | 6.1 |") == 2
+    assert done.stdout.count("| bfloat16 | lamb foreach | yes | yes | 250,000 | 91.0 | 9.2% | 950,000 | 3.8x | "
+                             "2,400,000 | 9.6x | 24.0 | 21.5 | 6.1 |") == 2
     assert "Ratio bench / reference: **0.99x**" in done.stdout and "(989 TFLOP/s)" in done.stdout
+    earlier = {**row, "eval_tokens_per_second": 950_000.0, "eval_over_train": 3.8}  # the training batch's layout
+    del earlier["eval"]
+    (tmp_path / "rows.jsonl").write_text(json.dumps(earlier))
+    done = subprocess.run([sys.executable, "scripts/gpu/speed_table.py", str(tmp_path / "rows.jsonl")], cwd=REPO,
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "| 9.2% | n/a | n/a | n/a | n/a | 24.0 |" in done.stdout, done.stderr
 
 
 @pytest.mark.mirror

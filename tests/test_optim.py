@@ -159,7 +159,8 @@ def test_a_lamb_checkpoint_resumes_under_the_other_implementation(one_thread):
     first = _Model()
     saved = _train(first, foreach=False, min_trust=0.25, steps=3).state_dict()
     assert {k for s in saved["state"].values() for k in s} == {"step", "exp_avg", "exp_avg_sq"}
-    assert all(type(s["step"]) is int for s in saved["state"].values())  # counted on the host: no launch each
+    # counted on the device, where a skipped float16 update is not counted without a read (test_float16_skips)
+    assert all(s["step"].dtype == torch.float32 and s["step"].shape == () for s in saved["state"].values())
     assert set(saved["param_groups"][0]) == {"lr", "betas", "eps", "weight_decay", "min_trust", "params"}
     twins = {foreach: copy.deepcopy(first) for foreach in (True, False)}
     for foreach, model in twins.items():

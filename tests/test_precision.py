@@ -196,3 +196,15 @@ def test_the_dtype_watch_records_nested_outputs_and_removes_its_hooks():
     model(torch.randint(0, 32, (1, 3)))
     assert watch.seen["LSTM"]["outputs"] == {"float32"}  # closed: nothing more recorded
     assert dataclasses.is_dataclass(policy.FLOAT32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_probing_the_cpu_leaves_the_global_generator_as_it_was(dtype):
+    """The probe runs once per process: if it drew from the generator, a process's first run would get other dropout
+    masks than its later ones wherever nothing seeds between the plan and the first step."""
+    policy.cpu_lstm_runs_in.cache_clear()
+    torch.manual_seed(0)
+    policy.cpu_lstm_runs_in(dtype)
+    after_probe = torch.rand(4)
+    torch.manual_seed(0)
+    assert torch.equal(after_probe, torch.rand(4))

@@ -26,7 +26,15 @@ class Lamb(torch.optim.Optimizer):
     """``foreach`` updates all tensors of a group (of one device and dtype) with ``torch._foreach_*`` ops, one
     launch per op instead of one per parameter, and never reads a tensor on the host; the loop is the reference's
     order of operations, one parameter at a time. Both keep the same state per parameter (``step``, ``exp_avg``,
-    ``exp_avg_sq``), so a checkpoint of either resumes under the other."""
+    ``exp_avg_sq``), so a checkpoint of either resumes under the other.
+
+    Under float16 the GradScaler hands its inf check to the step (``found_inf``, and ``grad_scale`` when its
+    ``unscale_`` was not called first) instead of reading it on the host to skip the call: an update whose
+    gradients are not finite is skipped on the device, the moments multiplied by 1 and the weights moved by 0 (the
+    same values as no call, bit for bit), so a float16 step reads nothing and a CUDA graph can hold it. ``step``
+    counts the updates made, on the device, as PyTorch's capturable optimizers do."""
+
+    _step_supports_amp_scaling = True
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6,
                  weight_decay: float = 0.0, min_trust: float = 0.25, foreach: bool = True):
@@ -41,34 +49,36 @@ class Lamb(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        found_inf, grad_scale = getattr(self, "found_inf", None), getattr(self, "grad_scale", None)
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
+            by_kind = defaultdict(list)  # a foreach op, and a skip's factors, take tensors of one device and dtype
             for p in params:
                 if p.grad.is_sparse:
                     raise RuntimeError("Lamb does not support sparse gradients")
                 state = self.state[p]
                 if not state:
-                    state["step"] = 0
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
-                state["step"] += 1  # a Python int: counting steps never waits for the device
-            if self.foreach:
-                by_kind = defaultdict(list)  # a foreach op takes tensors of one device and dtype
-                for p in params:
-                    by_kind[(p.device, p.dtype)].append(p)
-                for same_kind in by_kind.values():
-                    self._update_foreach(same_kind, group)
-            else:
-                for p in params:
-                    self._update_one(p, group)
+                state["step"] = _step_count(state.get("step", 0), p.device)
+                by_kind[(p.device, p.dtype)].append(p)
+            for (device, dtype), same_kind in by_kind.items():
+                if grad_scale is not None:  # GradScaler.step without unscale_: its unscale, in place as there
+                    torch._foreach_mul_([p.grad for p in same_kind], grad_scale.double().reciprocal().float())
+                skip = None if found_inf is None else SkipFactors(found_inf.to(device), dtype, group["betas"])
+                if self.foreach:
+                    self._update_foreach(same_kind, group, skip)
+                else:
+                    for p in same_kind:
+                        self._update_one(p, group, skip)
         return loss
 
-    def _update_one(self, p: torch.Tensor, group: dict) -> None:
+    def _update_one(self, p: torch.Tensor, group: dict, skip: SkipFactors | None) -> None:
         beta1, beta2 = group["betas"]
-        grad, state = p.grad, self.state[p]
+        grad, state = p.grad if skip is None else skip.gradient(p.grad), self.state[p]
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        exp_avg.mul_(beta1 if skip is None else skip.beta1).add_(grad, alpha=1 - beta1)
+        exp_avg_sq.mul_(beta2 if skip is None else skip.beta2).addcmul_(grad, grad, value=1 - beta2)
         update = exp_avg / exp_avg_sq.sqrt().add_(group["eps"])
         if group["weight_decay"]:
             update.add_(p, alpha=group["weight_decay"])
@@ -79,17 +89,20 @@ class Lamb(torch.optim.Optimizer):
         )
         if group["min_trust"]:
             trust = trust.clamp(min=group["min_trust"])
+        if skip is not None:
+            trust = trust * skip.made
         _descend([p], [update.mul_(trust)], group["lr"])
+        state["step"].add_(1 if skip is None else skip.made)
 
-    def _update_foreach(self, params: list[torch.Tensor], group: dict) -> None:
+    def _update_foreach(self, params: list[torch.Tensor], group: dict, skip: SkipFactors | None) -> None:
         """The same operations as :meth:`_update_one`, in the same order, on every tensor of ``params`` at once."""
         beta1, beta2 = group["betas"]
-        grads = [p.grad for p in params]
+        grads = [p.grad if skip is None else skip.gradient(p.grad) for p in params]
         exp_avgs = [self.state[p]["exp_avg"] for p in params]
         exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
-        torch._foreach_mul_(exp_avgs, beta1)
+        torch._foreach_mul_(exp_avgs, beta1 if skip is None else skip.beta1)
         torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
-        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_mul_(exp_avg_sqs, beta2 if skip is None else skip.beta2)
         torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
         denominators = torch._foreach_sqrt(exp_avg_sqs)
         torch._foreach_add_(denominators, group["eps"])
@@ -102,10 +115,37 @@ class Lamb(torch.optim.Optimizer):
         trust = torch.where((weight_norms > 0) & (update_norms > 0), weight_norms / update_norms, 1.0)
         if group["min_trust"]:
             trust = trust.clamp(min=group["min_trust"])
+        if skip is not None:
+            trust = trust * skip.made
         # factors that stay on the device (floats would be read from it); on CUDA PyTorch applies 0-dim factors one
         # tensor at a time, one launch per tensor for this op instead of the loop's ~20
         torch._foreach_mul_(updates, trust.unbind())
         _descend(params, updates, group["lr"])
+        torch._foreach_add_([self.state[p]["step"] for p in params], 1 if skip is None else skip.made)
+
+
+class SkipFactors:
+    """What makes an update a no-op on the device when the scaler found inf or NaN gradients (``found_inf`` > 0),
+    and changes nothing otherwise: the betas where the update is made, else 1; ``made`` 1 or 0 (the trust ratio's
+    factor, and the step count's increment); the gradients, zero where the update is skipped (an inf times 0 is
+    NaN). Tensors of the parameters' dtype, so that a factor rounds as the Python float it replaces."""
+
+    def __init__(self, found_inf: torch.Tensor, dtype: torch.dtype, betas: tuple[float, float]):
+        self.making = found_inf.eq(0)
+        one = torch.ones((), dtype=dtype, device=found_inf.device)
+        self.beta1, self.beta2 = (torch.where(self.making, torch.full_like(one, beta), one) for beta in betas)
+        self.made = self.making.to(dtype)
+
+    def gradient(self, grad: torch.Tensor) -> torch.Tensor:
+        return torch.where(self.making, grad, 0.0)
+
+
+def _step_count(step: int | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A parameter's update count as a float32 tensor on its device: a checkpoint from before counted on the host
+    (an int), and a loaded tensor lies where the checkpoint was mapped."""
+    if isinstance(step, torch.Tensor) and step.device == device and step.dtype == torch.float32:
+        return step
+    return torch.as_tensor(step, dtype=torch.float32).to(device)
 
 
 def _descend(params: list[torch.Tensor], updates: list[torch.Tensor], lr: float | torch.Tensor) -> None:

@@ -17,8 +17,11 @@ from bench.engine.hardware.device import flatten_rnns
 from bench.engine.learning import ZeroGradients
 from bench.engine.hardware.precision import Precision
 from bench.engine.resolve import ResolvedRun
+from bench.errors import BenchError
 from bench.models import build_model
-from bench.models.common import LanguageModel, State
+from bench.models.common import LanguageModel, State, profiler_label
+
+FORWARD_LABEL = "bench::forward"  # the forward pass and the loss, for `bench speed --profile`
 
 
 def build_training_model(resolved: ResolvedRun, device: torch.device) -> LanguageModel:
@@ -76,11 +79,12 @@ def make_step(step_module: nn.Module, model: LanguageModel, optimizer: torch.opt
     (``step_module``, a :class:`TrainingStep` or its DistributedDataParallel), backward and update; with
     ``cuda_graphs``, replayed from a CUDA graph once its shapes repeat (bench.engine.hardware.cuda_graphs)."""
     if cuda_graphs:
-        from bench.engine.hardware.cuda_graphs import GraphedStep
+        from bench.engine.hardware.cuda_graphs import GraphedStep, float16_refusal
 
+        if scaler is not None:
+            raise BenchError(float16_refusal())
         step = GraphedStep(step_module, model, optimizer,
-                           lambda loss: apply_gradients(model, optimizer, loss, clip, None, zero_gradients), device,
-                           scaler)
+                           lambda loss: apply_gradients(model, optimizer, loss, clip, scaler, zero_gradients), device)
     else:
         def step(x: torch.Tensor, y: torch.Tensor, state: State | None):
             loss, new_state = step_module(x, y, state)
@@ -120,4 +124,5 @@ class TrainingStep(nn.Module):
         self.precision = precision
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, state: State | None) -> tuple[torch.Tensor, State]:
-        return forward_loss(self.model, x, y, state, self.device, self.precision)
+        with profiler_label(FORWARD_LABEL):
+            return forward_loss(self.model, x, y, state, self.device, self.precision)

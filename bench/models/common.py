@@ -9,13 +9,24 @@ Transformer's window of previous tokens. ``None`` means "start of a document".
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import contextlib
+from typing import Any, ClassVar, ContextManager
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 State = Any  # nested lists/tuples of tensors, or None
+
+ATTENTION_LABEL = "bench::attention"  # around an attention module's forward, for `bench speed --profile`
+
+
+def profiler_label(name: str) -> ContextManager:
+    """A torch.profiler label while a profiler records, else nothing (no cost in training); never inside
+    compiled code, where the compiler would drop it with a warning."""
+    if torch.compiler.is_compiling() or not torch._C._autograd._profiler_enabled():
+        return contextlib.nullcontext()
+    return torch.profiler.record_function(name)
 
 # The `paper` recipe, the SHA-RNN's and (with their own optimizer) the others': the reference's enwik8 recipe
 # (emsize 1024, nhid 4096, 4 layers, bptt 1024, dropouts 0.1, LAMB lr 2e-3 with min trust 0.25, warmup 800,

@@ -62,7 +62,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import PAPER_TRAIN, LanguageModel, State, run_lstm
+from bench.models.common import ATTENTION_LABEL, PAPER_TRAIN, LanguageModel, State, profiler_label, run_lstm
 from bench.models.sharnn_overlap import NO_KEEP, AttentionKeep, BlockKeep, overlapped_forward
 from bench.settings import DROPOUT, SIZE, check_settings, setting
 
@@ -156,6 +156,11 @@ class SingleHeadAttention(nn.Module):
                 keep: AttentionKeep | None = None) -> torch.Tensor:
         """h: [B, T, E] queries; keys_values: [B, M+T, E]; mask: [T, M+T] boolean, True = may attend; keep: the
         dropout masks, when drawn for the whole segment (layer_overlap)."""
+        with profiler_label(ATTENTION_LABEL):
+            return self._attend(h, keys_values, mask, keep)
+
+    def _attend(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None,
+                keep: AttentionKeep | None) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
         q = torch.sigmoid(self.query_gate) * self.query_norm(self.query(h))
         k = torch.sigmoid(self.key_gate) * keys_values

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from bench.models.common import PAPER_TRAIN, LanguageModel, State, slide_window
+from bench.models.common import ATTENTION_LABEL, PAPER_TRAIN, LanguageModel, State, profiler_label, slide_window
 from bench.settings import DROPOUT, POSITIVE, SIZE, check_settings, setting
 
 
@@ -78,6 +78,10 @@ class CausalSelfAttention(nn.Module):
         self.rotary = config.positions == "rotary"
 
     def forward(self, x: torch.Tensor, rotary: tuple | None) -> torch.Tensor:
+        with profiler_label(ATTENTION_LABEL):
+            return self._attend(x, rotary)
+
+    def _attend(self, x: torch.Tensor, rotary: tuple | None) -> torch.Tensor:
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.nheads, D // self.nheads).permute(2, 0, 3, 1, 4)
         if rotary is not None:

@@ -15,16 +15,19 @@ and the GPU replays them without the host. A graph replays fixed addresses and s
   every later step of those shapes. A step of other shapes (an epoch's first, while the SHA-RNN's memory fills, an
   epoch's shorter last segment) runs eagerly, as without graphs; there is one graph.
 * the loss returned is a copy: the graph overwrites its own at the next replay, and the trainer keeps each step's
-  loss on the device until a log line reads them (``bench.engine.window``).
-* LAMB counts its steps on the host (a Python int its update never reads): counted here at each replay.
+  loss on the device until a log line reads them (``bench.engine.window``); so is a loss scaler's skip flag.
+* float16's loss scaler (a GradScaler) keeps its scale, growth count and inf checks in device tensors, and the
+  optimizers skip an update on the device (``_step_supports_amp_scaling``: LAMB, fused AdamW), so a graph can hold
+  a float16 step, and :class:`GraphedStep` takes one. A run does not capture one until ``tests/test_cuda.py`` has seen
+  a replayed float16 step compute what eager steps do on a GPU: :func:`check_cuda_graphs` refuses it till then.
 * dropout masks are drawn inside the graph from the same generator (PyTorch's graph-safe RNG), not necessarily
   the masks an eager step would draw; without dropout a replayed step computes what the eager one does, to rounding.
 * memory: the graph keeps its own pool, a step's activations, for the whole run; an eager step of other shapes
   takes as much again from the ordinary one.
 
 Refused at resolution in one line (:func:`check_cuda_graphs`), and again where a resolved run executes
-(:class:`GraphedStep`): seq_jitter (a new segment length each step), float16 (the loss scaler reads its inf check
-on the host to decide whether to skip an update), several processes, a device that is not CUDA.
+(``bench.engine.step.make_step``, :class:`GraphedStep`): seq_jitter (a new segment length each step), float16
+(not yet proven on a GPU, above), several processes, a device that is not CUDA.
 """
 
 from __future__ import annotations
@@ -42,12 +45,13 @@ from bench.models.common import State
 EAGER_STEPS = 2  # eager steps of the captured shapes before the capture
 JITTER = ("cuda_graphs replays steps of one shape, but seq_jitter draws a new segment length each step; set "
           "seq_jitter=false (or cuda_graphs=false)")
+Flag = torch.Tensor | None  # a loss scaler's skip flag of the step (1.0: update skipped), None without one
 PROCESSES = "cuda_graphs does not capture a run on several processes (DistributedDataParallel); set cuda_graphs=false"
 
 
-def _float16(why: str = "") -> str:
-    return (f"cuda_graphs cannot capture float16's loss scaler (it reads its inf check on the host to skip an "
-            f"update){why}; set precision=bfloat16 or float32 (or cuda_graphs=false)")
+def float16_refusal(why: str = "") -> str:
+    return (f"cuda_graphs with float16's loss scaler is not yet proven on a GPU (tests/test_cuda.py){why}; set "
+            f"precision=bfloat16 or float32 (or cuda_graphs=false)")
 
 
 def _not_cuda(device_type: str) -> str:
@@ -62,7 +66,7 @@ def check_cuda_graphs(train, has_rnn: bool) -> None:
     if train.seq_jitter:
         raise BenchError(JITTER)
     if train.precision == "float16":
-        raise BenchError(_float16())
+        raise BenchError(float16_refusal())
     if Ranks.from_env().distributed:
         raise BenchError(PROCESSES)
     device = device_here(train.device)
@@ -71,7 +75,7 @@ def check_cuda_graphs(train, has_rnn: bool) -> None:
     if device.type != "cuda":
         raise BenchError(_not_cuda(device.type))
     if train.precision == "auto" and auto_precision(device.type, has_rnn) == "float16":
-        raise BenchError(_float16(" (precision auto is float16 on CUDA for a model with LSTMs)"))
+        raise BenchError(float16_refusal(" (precision auto is float16 on CUDA for a model with LSTMs)"))
 
 
 def _leaves(state: State) -> list[torch.Tensor]:
@@ -100,21 +104,19 @@ def _clone(state: State) -> State:
 
 
 class GraphedStep:
-    """``(x, y, state) -> (loss, new state, None)``: one training step, replayed from a CUDA graph where its shapes
-    are the captured ones (see the module's description); the same interface as ``bench.engine.step.make_step``'s
-    eager step."""
+    """``(x, y, state) -> (loss, new state, skip flag or None)``: one training step, replayed from a CUDA graph
+    where its shapes are the captured ones (see the module's description); the same interface as
+    ``bench.engine.step.make_step``'s eager step."""
 
     def __init__(self, step_module: torch.nn.Module, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 update: Callable[[torch.Tensor], object], device: torch.device,
-                 scaler: torch.amp.GradScaler | None):
-        """``update(loss)``: backward, clipping and the optimizer's step (``bench.engine.step.apply_gradients``),
-        handed in so that this module does not import the step it replays."""
+                 update: Callable[[torch.Tensor], torch.Tensor | None], device: torch.device):
+        """``update(loss)``: backward, clipping and the optimizer's step, returning a loss scaler's skip flag
+        (``bench.engine.step.apply_gradients``), handed in so that this module does not import the step it
+        replays."""
         from torch.nn.parallel import DistributedDataParallel
 
         if device.type != "cuda":
             raise BenchError(_not_cuda(device.type))
-        if scaler is not None:
-            raise BenchError(_float16())
         if isinstance(step_module, DistributedDataParallel):
             raise BenchError(PROCESSES)
         self.step_module, self.model, self.optimizer = step_module, model, optimizer
@@ -122,7 +124,7 @@ class GraphedStep:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.seen, self.repeats = None, 0  # the shapes of the last eager step, and its eager steps in a row
 
-    def __call__(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, None]:
+    def __call__(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, Flag]:
         shapes = _shapes(x, y, state)
         if self.graph is not None and shapes == self.captured:
             return self._replay(x, y, state)
@@ -131,10 +133,9 @@ class GraphedStep:
         self.repeats = self.repeats + 1 if shapes == self.seen else 1
         self.seen = shapes
         loss, new_state = self.step_module(x, y, state)
-        self.update(loss)
-        return loss, new_state, None
+        return loss, new_state, self.update(loss)
 
-    def _capture(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, None]:
+    def _capture(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, Flag]:
         self.captured = _shapes(x, y, state)
         self.x, self.y, self.state = x.clone(), y.clone(), _clone(state)
         groups = self.optimizer.param_groups
@@ -146,10 +147,11 @@ class GraphedStep:
         try:
             with torch.cuda.graph(self.graph):
                 loss, new_state = self.step_module(self.x, self.y, self.state)
-                self.update(loss)
+                skipped = self.update(loss)
                 for static, new in zip(_leaves(self.state), _leaves(new_state)):
                     static.copy_(new.detach())  # the next replay starts from the state after this one
                 self.loss = loss.detach()
+                self.skipped = None if skipped is None else skipped.detach()
         except RuntimeError as exc:  # an operation a graph cannot hold: named in one line, not a traceback
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BenchError(f"the CUDA graph capture of the training step failed ({first}); set "
@@ -157,10 +159,10 @@ class GraphedStep:
         finally:
             for group, rate in zip(groups, rates):
                 group["lr"] = rate  # a float again for the trainer, the log and checkpoints
-        self.graph.replay()  # the capture only recorded this step: the replay runs it (LAMB counted it already)
-        return self.loss.clone(), self.state, None
+        self.graph.replay()  # the capture only recorded this step: the replay runs it
+        return self._outputs()
 
-    def _replay(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, None]:
+    def _replay(self, x: torch.Tensor, y: torch.Tensor, state: State) -> tuple[torch.Tensor, State, Flag]:
         self.x.copy_(x)
         self.y.copy_(y)
         for static, given in zip(_leaves(self.state), _leaves(state)):
@@ -169,7 +171,8 @@ class GraphedStep:
         for lr, group in zip(self.lrs, self.optimizer.param_groups):
             lr.fill_(group["lr"])
         self.graph.replay()
-        for param_state in self.optimizer.state.values():
-            if isinstance(param_state.get("step"), int):  # LAMB's count on the host, which no replay runs
-                param_state["step"] += 1
-        return self.loss.clone(), self.state, None
+        return self._outputs()
+
+    def _outputs(self) -> tuple[torch.Tensor, State, Flag]:
+        """Copies of what the next replay overwrites: the loss and the skip flag."""
+        return self.loss.clone(), self.state, None if self.skipped is None else self.skipped.clone()

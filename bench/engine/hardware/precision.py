@@ -168,15 +168,17 @@ def _float(state):
 @functools.cache
 def cpu_lstm_runs_in(dtype: torch.dtype) -> bool:
     """Whether this CPU runs an LSTM under autocast to ``dtype``, forward and backward (tried once, on a tiny one:
-    oneDNN refuses at run time where the instructions are missing)."""
-    lstm = nn.LSTM(8, 8, batch_first=True)
-    x = torch.randn(2, 3, 8, requires_grad=True)
-    try:
-        with torch.autocast("cpu", dtype=dtype):
-            out, _ = lstm(x)
-        out.float().sum().backward()
-    except RuntimeError:
-        return False
+    oneDNN refuses at run time where the instructions are missing). The global generator is left as it was: a
+    process's first plan would otherwise draw other dropout masks than its later ones."""
+    with torch.random.fork_rng(devices=[]):
+        lstm = nn.LSTM(8, 8, batch_first=True)
+        x = torch.randn(2, 3, 8, requires_grad=True)
+        try:
+            with torch.autocast("cpu", dtype=dtype):
+                out, _ = lstm(x)
+            out.float().sum().backward()
+        except RuntimeError:
+            return False
     return True
 
 

@@ -30,7 +30,7 @@ from bench.engine.hardware.precision import FLOAT32, Precision
 from bench.engine.resolve import check_eval_chunk
 from bench.engine.result import SplitMetrics
 from bench.errors import BenchError
-from bench.models.common import LanguageModel
+from bench.models.common import LanguageModel, State
 from bench.run_files import token_losses
 
 
@@ -138,19 +138,11 @@ class Scorer:
         state = None
         progress = self.progress if ranks.is_main else None
         for t in _chunks(longest, layout.chunk, n, len(every_stream), progress, label):
-            x = inputs_t[:, t:t + layout.chunk]
             y = targets_t[:, t:t + layout.chunk]
-            with self.precision.active(device):
-                hidden, state = model(x, state)
-            losses = []
-            for rows in _row_blocks(hidden.shape[0], hidden.shape[1] * model.logits_width(hidden), device):
-                # the output projection and softmax in float32, whatever the body
-                logits = model.logits(hidden[rows].float())
-                losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[rows].reshape(-1),
-                                              ignore_index=-100, reduction="none").view(y[rows].shape))
-                if greedy is not None:
-                    greedy[rows, t:t + layout.chunk] = (logits.argmax(-1) == y[rows]).cpu().numpy()
-            nll = losses[0] if len(losses) == 1 else torch.cat(losses)  # one block (a GPU): no copy
+            nll, hits, state = chunk_nll(model, inputs_t[:, t:t + layout.chunk], y, state, device, self.precision,
+                                         greedy is not None)
+            if greedy is not None:
+                greedy[:, t:t + layout.chunk] = hits.cpu().numpy()
             total += nll.sum(dtype=torch.float64)
             scored += (y != -100).sum()
             if token_nll is not None:
@@ -172,6 +164,25 @@ class Scorer:
             return None
         mine = [per_stream[row, :b - a] for row, (a, b) in enumerate(bounds)]
         return np.concatenate(sum(self.ranks.gather_objects(mine), []) or [np.zeros(0, dtype=per_stream.dtype)])
+
+
+def chunk_nll(model: LanguageModel, x: torch.Tensor, y: torch.Tensor, state: State, device: torch.device,
+              precision: Precision, greedy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, State]:
+    """Each token's NLL (nats) of one chunk ``x`` -> ``y`` ([streams, chunk]; -100 marks padding), with ``greedy``
+    whether each was the model's most likely token, and the state after the chunk: the evaluation's forward pass,
+    which ``bench speed`` times too."""
+    with precision.active(device):
+        hidden, state = model(x, state)
+    losses, hits = [], []
+    for rows in _row_blocks(hidden.shape[0], hidden.shape[1] * model.logits_width(hidden), device):
+        # the output projection and softmax in float32, whatever the body
+        logits = model.logits(hidden[rows].float())
+        losses.append(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[rows].reshape(-1),
+                                      ignore_index=-100, reduction="none").view(y[rows].shape))
+        if greedy:
+            hits.append(logits.argmax(-1) == y[rows])
+    nll = losses[0] if len(losses) == 1 else torch.cat(losses)  # one block (a GPU): no copy
+    return nll, torch.cat(hits) if greedy else None, state
 
 
 # On a CPU, the logits of a whole chunk (streams x chunk x vocabulary floats: 38 MB for 32 x 128 x 2,339) outgrow
