@@ -102,6 +102,35 @@ def test_the_sharnn_attention_runs_on_a_fused_kernel(data_dir, tmp_path):
         model(tokens, state)  # with a memory: keys outnumber queries
 
 
+def test_the_overlapped_sharnn_blocks_compute_on_their_streams_what_one_chunk_computes():
+    """layer_overlap (bench.models.sharnn_overlap): each block on a stream of its own, events between them; the
+    forward, the carried state and every gradient those of one chunk with the same dropout masks, in float32
+    (TF32 off: its rounding, not the streams', would set the tolerance)."""
+    from bench.models.sharnn import SHARNN, SHARNNConfig
+    from bench.models.sharnn_overlap import block_streams
+    from tests.test_layer_overlap import VOCAB, block_after_block, in_chunks, overlapped, run, segments
+
+    torch.manual_seed(0)
+    config = SHARNNConfig(vocab_size=VOCAB, emsize=64, nhid=256, nlayers=4, attention="all", dropout=0.2,
+                          dropouth=0.2, dropouti=0.2, max_memory=80)
+    model = SHARNN(config).cuda().train()
+    data = segments(37, batch=8, device="cuda")
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        compared = [(run(model, in_chunks(1), data), run(model, overlapped(4), data))]
+        model.eval()  # no dropout: the block-after-block forward, on the caller's stream alone
+        compared.append((run(model, block_after_block, data), run(model, overlapped(4), data)))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = matmul, cudnn
+    assert block_streams.cache_info().currsize >= 1  # the blocks ran on streams of their own
+    for reference, overlapping in compared:
+        for key, value in reference.items():
+            pairs = zip(value, overlapping[key]) if isinstance(value, list) else [(value, overlapping[key])]
+            for a, b in pairs:
+                assert (a - b).norm() <= 1e-4 * b.norm() + 1e-6, key
+
+
 @pytest.mark.parametrize("model", ["sha-rnn", "transformer"])
 def test_compiled_training_matches_eager_within_bf16(data_dir, tmp_path, model):
     eager = train(spec(data_dir, tmp_path / "eager", model), show_progress=False)

@@ -38,7 +38,7 @@ def test_run_ids_do_not_change_without_a_reason(model, overrides, run_id, bptt):
 
 
 @pytest.mark.parametrize("name,other", [("lstm_precision", "float32"), ("stop_if_not_learning", False),
-                                        ("not_learning_after", 0.5)])
+                                        ("not_learning_after", 0.5), ("layer_overlap", 4)])
 def test_a_setting_added_later_enters_the_run_id_only_when_set_to_another_value(name, other):
     from bench.engine.resolve import ADDED_LATER
 

@@ -25,9 +25,9 @@ from tokenizers_study import read_scheme
 
 
 MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a budget beyond is a typo
-# Training settings added after run ids were first published: in the run id only when set to another value than
-# their default, so that a run planned before keeps its id.
-ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after")
+# Settings (training or a model's) added after run ids were first published: in the run id only when set to another
+# value than their default, so that a run planned before keeps its id.
+ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after", "layer_overlap")
 # Where and how a run executes or shows its curves, not what it computes (the same numbers up to rounding): never in
 # the run id.
 EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs", "log_to")
@@ -81,16 +81,17 @@ class ResolvedRun:
         scheme, family = read_scheme(spec["tokenizer"])
         if family is not None and family.pretrained:  # a pretrained tokenizer is its file, whose sha256 is in the
             spec["tokenizer"] = scheme.family  # data's identity: the path that names it is not
-        train = asdict(self.train)
+        train, model = asdict(self.train), asdict(self.model)
         for name in EXECUTION:
             train.pop(name)
-        for name in ADDED_LATER:
-            if train[name] == TrainConfig.__dataclass_fields__[name].default:
-                train.pop(name)
+        for values, config in ((train, self.train), (model, self.model)):
+            for name in ADDED_LATER:
+                if name in values and values[name] == type(config).__dataclass_fields__[name].default:
+                    values.pop(name)
         if train["init_from"]:  # a run folder's name carries its run id, a checkpoint's its folder's: not the location
             start = Path(train["init_from"])
             train["init_from"] = "/".join(start.parts[-2:]) if start.suffix == ".pt" else start.name
-        content = {"spec": spec, "model": asdict(self.model), "train": train, "data": self.data.identity()}
+        content = {"spec": spec, "model": model, "train": train, "data": self.data.identity()}
         blob = json.dumps(content, sort_keys=True).encode()  # JSON values only, as spec.json holds them
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -28,6 +28,8 @@ Architecture (E = ``emsize``, H = ``nhid``)::
   causal inside the segment, every memory position visible. No positional
   embedding. The memory keeps at most ``max_memory`` positions in all
   (memory plus the current segment), 5000 in the reference.
+* ``layer_overlap``: N > 1 runs the blocks as a wavefront over N chunks of each segment, on CUDA each block on a
+  stream of its own (``bench.models.sharnn_overlap``); 1 runs them one after another.
 * ``attention``: ``"second-last"`` puts the head in the second-last block only
   (the paper's single-head model), ``"all"`` in every block, ``"none"`` nowhere.
   With a single layer, ``"second-last"`` puts the head on layer 0
@@ -61,6 +63,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bench.models.common import ATTENTION_LABEL, PAPER_TRAIN, LanguageModel, State, profiler_label, run_lstm
+from bench.models.sharnn_overlap import NO_KEEP, AttentionKeep, BlockKeep, overlapped_forward
 from bench.settings import DROPOUT, SIZE, check_settings, setting
 
 Attention = Literal["second-last", "all", "none"]
@@ -78,6 +81,8 @@ class SHARNNConfig:
                               DROPOUT)
     dropouti: float = setting(0.1, "on the input embeddings", DROPOUT)
     max_memory: int = setting(5000, "attention positions in all: carried memory plus current segment", SIZE)
+    layer_overlap: int = setting(1, "N: chunks of a segment the blocks run as a wavefront (N > 1: overlapped, on "
+                                 "CUDA a stream per block); 1: block after block", SIZE)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -102,6 +107,16 @@ def layer_norm(width: int) -> nn.LayerNorm:
     return nn.LayerNorm(width, eps=1e-12)
 
 
+def dropped(x: torch.Tensor, keep: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout at rate ``p`` with its mask drawn beforehand (``keep``: True where ``x`` is kept)."""
+    return x * keep * (1 / (1 - p))
+
+
+def drop(dropout: nn.Dropout, x: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
+    """``dropout(x)``, or with the mask ``keep`` when one was drawn for the whole segment (layer_overlap)."""
+    return dropout(x) if keep is None else dropped(x, keep, dropout.p)
+
+
 class Boom(nn.Module):
     """Linear up to ``nhid``, GELU, dropout, then sum the ``nhid/emsize`` chunks back to ``emsize``."""
 
@@ -111,8 +126,8 @@ class Boom(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.emsize = emsize
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.dropout(gelu_sigmoid(self.up(x)))
+    def forward(self, x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+        x = drop(self.dropout, gelu_sigmoid(self.up(x)), keep)
         return x.view(*x.shape[:-1], -1, self.emsize).sum(dim=-2)
 
 
@@ -137,16 +152,22 @@ class SingleHeadAttention(nn.Module):
         c, f = self.value_gate_overparam(torch.sigmoid(self.value_gate)).chunk(2, dim=-1)
         return torch.sigmoid(f) * torch.tanh(c)
 
-    def forward(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """h: [B, T, E] queries; keys_values: [B, M+T, E]; mask: [T, M+T] boolean, True = may attend."""
+    def forward(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None,
+                keep: AttentionKeep | None = None) -> torch.Tensor:
+        """h: [B, T, E] queries; keys_values: [B, M+T, E]; mask: [T, M+T] boolean, True = may attend; keep: the
+        dropout masks, when drawn for the whole segment (layer_overlap)."""
         with profiler_label(ATTENTION_LABEL):
-            return self._attend(h, keys_values, mask)
+            return self._attend(h, keys_values, mask, keep)
 
-    def _attend(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    def _attend(self, h: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor | None,
+                keep: AttentionKeep | None) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
         q = torch.sigmoid(self.query_gate) * self.query_norm(self.query(h))
         k = torch.sigmoid(self.key_gate) * keys_values
         v = self.value_gate_vector() * keys_values
+        if keep is not None:  # the fused kernel draws its own mask of the weights: the two products apply this one
+            return self._matmul_attention(dropped(q, keep.query, p), k, dropped(v, keep.value, p), mask, p,
+                                          keep.weights)
         q, v = F.dropout(q, p, self.training), F.dropout(v, p, self.training)
         if self.kernel == "matmul" or (self.kernel == "auto" and h.is_cuda and self.emsize > 256):
             return self._matmul_attention(q, k, v, mask, p)
@@ -156,7 +177,7 @@ class SingleHeadAttention(nn.Module):
         )
         return out.squeeze(1)
 
-    def _matmul_attention(self, q, k, v, mask, p: float) -> torch.Tensor:
+    def _matmul_attention(self, q, k, v, mask, p: float, keep_weights: torch.Tensor | None = None) -> torch.Tensor:
         """Attention as two matrix products. With one head as wide as the model, no flash kernel applies and
         the memory-efficient kernel's backward took 27% of a paper-size step on an H100 (its k65536 variant);
         two bf16 GEMMs and a float32 softmax, as in the reference, are faster there."""
@@ -165,7 +186,8 @@ class SingleHeadAttention(nn.Module):
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         softmax_dtype = torch.promote_types(scores.dtype, torch.float32)  # at least float32, even under bf16
-        weights = F.dropout(torch.softmax(scores, dim=-1, dtype=softmax_dtype).to(v.dtype), p, self.training)
+        weights = torch.softmax(scores, dim=-1, dtype=softmax_dtype).to(v.dtype)
+        weights = F.dropout(weights, p, self.training) if keep_weights is None else dropped(weights, keep_weights, p)
         return torch.bmm(weights, v)
 
 
@@ -184,19 +206,19 @@ class SHABlock(nn.Module):
         self.boom = Boom(E, config.nhid, config.dropouth)
         self.dropout = nn.Dropout(config.dropouth)
 
-    def forward(self, h, lstm_state, memory, mask, max_memory):
+    def forward(self, h, lstm_state, memory, mask, keep: BlockKeep = NO_KEEP):
+        """-> (h, LSTM state, keys/values: [memory ; this input's mem_in], untrimmed; None without attention)."""
         x, lstm_state = run_lstm(self.lstm, self.input_norm(h), lstm_state)
-        h = self.dropout(x)
-        new_memory = None
+        h = drop(self.dropout, x, keep.lstm)
+        keys_values = None
         if self.attention is not None:
             mem_in = self.memory_norm(h)
             h = self.query_norm(h)
             keys_values = mem_in if memory is None else torch.cat([memory, mem_in], dim=1)
-            new_memory = keys_values[:, -max_memory:]
-            h = h + self.dropout(self.attention(h, keys_values, mask))
+            h = h + drop(self.dropout, self.attention(h, keys_values, mask, keep.attention), keep.attention_out)
         h, x = self.ff_norm(h), self.ff_input_norm(h)
-        h = h + self.dropout(self.boom(x))
-        return h, lstm_state, new_memory
+        h = h + drop(self.dropout, self.boom(x, keep.boom), keep.out)
+        return h, lstm_state, keys_values
 
 
 class SHARNN(LanguageModel):
@@ -241,13 +263,11 @@ class SHARNN(LanguageModel):
 
     def forward(self, tokens: torch.Tensor, state: State = None):
         """tokens: [B, T] -> (hidden [B, T, E], new state)."""
+        if self.config.layer_overlap > 1:
+            return overlapped_forward(self, tokens, state, self.config.layer_overlap)
         B, T = tokens.shape
-        n = len(self.blocks)
-        lstm_states, memories = state if state is not None else ([None] * n, [None] * n)
+        lstm_states, memories = self.carried_state(state, T)
         max_memory = self.config.max_memory
-        # Keep at most max_memory positions in all: memory trimmed to make room for this segment.
-        keep = max(max_memory - T, 0)
-        memories = [m[:, m.shape[1] - min(keep, m.shape[1]):] if m is not None else None for m in memories]
         mem_len = max((m.shape[1] for m in memories if m is not None), default=0)
         mask = None
         if any(b.attention is not None for b in self.blocks):
@@ -255,16 +275,28 @@ class SHARNN(LanguageModel):
             mask = torch.cat([torch.ones(T, mem_len, dtype=torch.bool, device=tokens.device), causal], dim=1)
         h = self.input_dropout(self.embedding(tokens))
         new_lstm, new_mem = [], []
-        # compiled parts (compile=true) see one memory length, the full one: while the memory fills its length
-        # changes every segment, and each length would compile again (a static graph, then a dynamic one)
+        with self.eager_while_filling(memories, T):
+            for block, lstm_state, memory in zip(self.blocks, lstm_states, memories):
+                h, lstm_state, keys_values = block(h, lstm_state, memory, mask)
+                new_lstm.append(lstm_state)
+                new_mem.append(None if keys_values is None else keys_values[:, -max_memory:])
+        return self.output_dropout(h), (new_lstm, new_mem)
+
+    def carried_state(self, state: State, T: int) -> tuple[list, list]:
+        """The LSTMs' ``(h, c)`` and the memories before a segment of T tokens, each memory trimmed to make room for
+        the segment: at most max_memory positions in all."""
+        n = len(self.blocks)
+        lstm_states, memories = state if state is not None else ([None] * n, [None] * n)
+        keep = max(self.config.max_memory - T, 0)
+        return lstm_states, [m[:, m.shape[1] - min(keep, m.shape[1]):] if m is not None else None for m in memories]
+
+    def eager_while_filling(self, memories: list, T: int) -> contextlib.AbstractContextManager:
+        """Compiled parts (compile=true) see one memory length, the full one: while the memory fills its length
+        changes every segment, and each length would compile again (a static graph, then a dynamic one)."""
+        keep = max(self.config.max_memory - T, 0)
         filling = self.compiled and any(b.attention is not None and (m is None or m.shape[1] < keep)
                                         for b, m in zip(self.blocks, memories))
-        with torch.compiler.set_stance("force_eager") if filling else contextlib.nullcontext():
-            for block, lstm_state, memory in zip(self.blocks, lstm_states, memories):
-                h, lstm_state, memory = block(h, lstm_state, memory, mask, max_memory)
-                new_lstm.append(lstm_state)
-                new_mem.append(memory)
-        return self.output_dropout(h), (new_lstm, new_mem)
+        return torch.compiler.set_stance("force_eager") if filling else contextlib.nullcontext()
 
     def flops_per_token(self, segment: int) -> float:
         """Forward FLOPs per token (a multiply-add counts 2) when training on segments of ``segment`` tokens.
