@@ -1,6 +1,6 @@
 """What a throughput setting of evaluation costs: test bits per byte of finished runs scored with 1 stream (no
-restart) and with more streams (each restarted from <bos>, so its first tokens see less context), with the seconds
-each took. Prints the rows of ``results/reference/eval-streams-cost.md``.
+restart) and with more streams (each restarted from <bos>, so its first tokens see less context). Prints the rows
+of ``results/reference/eval-streams-cost.md``; what the streams buy in speed is ``bench speed``'s to measure.
 
     python scripts/eval_streams_table.py RUN_FOLDER... [--streams 16,64,256] [--data-dir DIR]
 
@@ -13,20 +13,18 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 CLI = Path(__file__).resolve().parent.parent / "cli.py"
 
 
-def score(run: Path, streams: int, data_dir: str | None) -> tuple[dict, float]:
+def score(run: Path, streams: int, data_dir: str | None) -> dict:
     command = [sys.executable, str(CLI), "eval", str(run), "--split", "test", "--streams", str(streams), "--json",
                "--threads", "1"]  # one thread: two oversubscribe a loaded 2-core machine
     if data_dir:
         command += ["--data-dir", data_dir]
-    start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)["metrics"], time.perf_counter() - start
+    return json.loads(done.stdout)["metrics"]
 
 
 def main() -> None:
@@ -36,21 +34,17 @@ def main() -> None:
     parser.add_argument("--data-dir")
     args = parser.parse_args()
     layouts = [int(s) for s in args.streams.split(",")]
-    print("| run | tokens | bits/byte, 1 stream | " + " | ".join(f"{s} streams" for s in layouts)
-          + " | seconds, 1 / " + " / ".join(map(str, layouts)) + " |")
-    print("|---|---:|---:|" + "---:|" * len(layouts) + "---:|")
+    print("| run | tokens | bits/byte, 1 stream | " + " | ".join(f"{s} streams" for s in layouts) + " |")
+    print("|---|---:|---:|" + "---:|" * len(layouts))
     for run in args.runs:
-        spec = json.loads((run / "spec.json").read_text())
-        one, one_seconds = score(run, 1, args.data_dir)
-        cells, seconds = [], [one_seconds]
+        spec = json.loads((run / "spec.json").read_text())["spec"]
+        one, cells = score(run, 1, args.data_dir), []
         for streams in layouts:
-            many, took = score(run, streams, args.data_dir)
+            many = score(run, streams, args.data_dir)
             cost = many["bits_per_byte"] / one["bits_per_byte"] - 1
             cells.append(f"{many['bits_per_byte']:.6f} ({100 * cost:+.3f}%)")
-            seconds.append(took)
         print(f"| {spec['model']} {spec['preset']}, {spec['tokenizer']} | {one['n_tokens']:,} | "
-              f"{one['bits_per_byte']:.6f} | " + " | ".join(cells) + " | "
-              + " / ".join(f"{s:.1f}" for s in seconds) + " |")
+              f"{one['bits_per_byte']:.6f} | " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
