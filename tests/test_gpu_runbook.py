@@ -29,7 +29,7 @@ def runbook(stage, out, **env):
 def test_the_speed_stage_measures_every_variant_of_every_model_and_writes_its_table(tmp_path):
     done = runbook("speed", tmp_path / "out", REFERENCE=tmp_path / "absent")
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = read_objects((tmp_path / "out" / "speed.jsonl").read_text())
+    *rows, sha_rnn_sweep, transformer_sweep = read_objects((tmp_path / "out" / "speed.jsonl").read_text())
     models = ["sha-rnn", "lstm", "transformer"]
     precisions = [r["precision"].split(" ")[0].split(",")[0] for r in rows[:9]]
     assert [r["model"] for r in rows[:9]] == [m for m in models for _ in range(3)]
@@ -38,10 +38,14 @@ def test_the_speed_stage_measures_every_variant_of_every_model_and_writes_its_ta
     assert [(r["model"], r["cuda_graphs"]) for r in graphs] == [(m, True) for m in models][:len(graphs)]
     lamb = rows[9 + len(graphs):11 + len(graphs)]
     assert [(r["lamb_impl"], r["optimizer"]) for r in lamb] == [("loop", "lamb loop"), ("foreach", "lamb foreach")]
-    assert len(rows) == 12 + len(graphs) and rows[-1]["batch_size"] == 4  # then the batch sweep
+    assert len(rows) == 11 + len(graphs)  # then the batch sweeps, a list of rows each, the fastest marked
+    for model, sweep in (("sha-rnn", sha_rnn_sweep), ("transformer", transformer_sweep)):
+        assert [(r["model"], r["batch_size"]) for r in sweep] == [(model, 4), (model, 8)]
+        assert [r["best"] for r in sweep].count(True) == 1
     assert all(r["train_tokens_per_second"] > 0 and r["steps_warmup"] >= 3 for r in rows)
     table = (tmp_path / "out" / "speed.md").read_text()
     assert table.count("| tiny |") == len(rows) and "train chars/s" in table and "MFU" in table
+    assert "Batch sweep, sha-rnn tiny" in table and "Batch sweep, transformer tiny" in table
     assert "side-by-side with the reference is skipped" in done.stdout
     assert "- compile=true: not measured in the dry run" in table
     if not torch.cuda.is_available():  # skipped with a line saying why, in the output and under the table

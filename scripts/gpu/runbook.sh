@@ -65,11 +65,11 @@ pytest_part() {
 # bench speed of every variant x model, one process each; a variant that cannot run here (CUDA graphs on a CPU), fails
 # or would start after SPEED_SECONDS is a line in the table's notes, not the end of the stage.
 speed() {
-  local rows="$OUT/speed.jsonl" notes="$OUT/speed.notes" preset=paper steps=20 sweep=(32 64) small=(small)
+  local rows="$OUT/speed.jsonl" notes="$OUT/speed.notes" preset=paper steps=20 sweep=16,32,64 small=(small)
   local models=(sha-rnn lstm transformer) cuda
   speed_args=()
   if [ "$TINY" = 1 ]; then
-    preset=tiny; steps=2; sweep=(4); small=(); speed_args=(--set threads=1)  # a dry run beside other CPU work
+    preset=tiny; steps=2; sweep=4,8; small=(); speed_args=(--set threads=1)  # a dry run beside other CPU work
   fi
   cuda=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
   : > "$rows"; : > "$notes"
@@ -97,9 +97,14 @@ speed() {
   for model in "${models[@]}"; do
     for size in "${small[@]}"; do measure --model "$model" --preset "$size"; done
   done
-  for batch in "${sweep[@]}"; do
-    measure --model sha-rnn --preset "$preset" --set batch_size="$batch"
-  done
+  # batch sweeps (one bench speed --batch-sizes each): the SHA-RNN in float16, the Transformer compiled in bf16
+  measure --model sha-rnn --preset "$preset" --set precision=float16 --batch-sizes "$sweep"
+  if [ "$TINY" = 1 ]; then
+    measure --model transformer --preset "$preset" --set precision=bfloat16 --batch-sizes "$sweep"
+  else  # three compilations
+    MEASURE_SECONDS=200 measure --model transformer --preset "$preset" --set precision=bfloat16 --set compile=true \
+      --batch-sizes "$sweep"
+  fi
   local table_args=("$rows" --notes "$notes")
   [ -f "$OUT/reference.json" ] && table_args+=(--reference "$OUT/reference.json")
   "$PY" scripts/gpu/speed_table.py "${table_args[@]}" > "$OUT/speed.md"
