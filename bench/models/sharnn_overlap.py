@@ -18,14 +18,12 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import torch
+import torch.nn as nn
 
 from bench.models.common import State
-
-if TYPE_CHECKING:
-    from bench.models.sharnn import SHARNN, SHABlock
 
 
 class AttentionKeep(NamedTuple):
@@ -62,9 +60,9 @@ class BlockKeep(NamedTuple):
 NO_KEEP = BlockKeep()
 
 
-def draw_keep(block: SHABlock, batch: int, length: int, memory: int, device: torch.device) -> BlockKeep:
-    """Every dropout mask of ``block`` for a segment of ``length`` positions after ``memory`` memory positions, each
-    at its module's rate; NO_KEEP outside training."""
+def draw_keep(block: nn.Module, batch: int, length: int, memory: int, device: torch.device) -> BlockKeep:
+    """Every dropout mask of ``block`` (an SHABlock: its module imports this one) for a segment of ``length``
+    positions after ``memory`` memory positions, each at its module's rate; NO_KEEP outside training."""
     if not block.training:
         return NO_KEEP
 
@@ -102,8 +100,9 @@ def chunk_mask(start: int, end: int, memory: int, device: torch.device) -> torch
     return torch.ones(end - start, memory + end, dtype=torch.bool, device=device).tril(memory + start)
 
 
-def overlapped_forward(model: SHARNN, tokens: torch.Tensor, state: State, chunks: int) -> tuple[torch.Tensor, State]:
-    """``model.forward`` with its blocks overlapped over ``chunks`` chunks of the segment ``tokens`` [B, T]."""
+def overlapped_forward(model: nn.Module, tokens: torch.Tensor, state: State, chunks: int) -> tuple[torch.Tensor, State]:
+    """``model.forward`` (an SHARNN's) with its blocks overlapped over ``chunks`` chunks of the segment ``tokens``
+    [B, T]."""
     B, T = tokens.shape
     blocks = model.blocks
     lstm_states, memories = model.carried_state(state, T)
