@@ -206,3 +206,34 @@ def signals_as_found():
     signal.signal(signal.SIGINT, before[0])
     signal.pthread_sigmask(signal.SIG_UNBLOCK if not before[1] else signal.SIG_BLOCK, {signal.SIGINT})
     assert after == before, f"this test left SIGINT {after} (handler, blocked); it found it {before}"
+
+
+@pytest.fixture()
+def one_thread():
+    """Steps of a tiny model: hundreds of small operations, where a second thread only waits for the first (or, on a
+    busy machine, for another job's: 50 times longer seen)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture()
+def crash_at_step(monkeypatch):
+    """``crash_at_step(n)``: the trainer raises RuntimeError("killed") when it is about to train step n, as a process
+    killed there stops; ``crash_at_step(None)`` trains on again."""
+    from bench.engine.trainer import Trainer
+
+    original = Trainer.train_step
+
+    def arm(step: int | None) -> None:
+        def crash(self):
+            if self.progress.step == step:
+                raise RuntimeError("killed")
+            return original(self)
+
+        monkeypatch.setattr(Trainer, "train_step", original if step is None else crash)
+
+    return arm

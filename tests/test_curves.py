@@ -18,7 +18,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from bench.engine.curves import AXES, OURS, TENSORBOARD, TensorBoardCurves, tag
 from bench.engine.run import plan_run, train
 from bench.engine.spec import RunSpec
-from bench.engine.trainer import Trainer
 
 SETTINGS = {"emsize": 16, "nhid": 64, "bptt": 16, "batch_size": 4, "max_steps": 12, "eval_every": 6,
             "checkpoint_every": 4, "eval_streams": 4, "eval_chunk": 32, "log_every": 2, "eval_max_tokens": 500,
@@ -71,18 +70,11 @@ def test_the_event_files_hold_the_logged_curves_on_a_character_axis(data_dir, tm
 
 
 @pytest.mark.slow
-def test_after_a_resume_the_event_files_hold_what_the_log_kept(data_dir, tmp_path, monkeypatch):
-    original = Trainer.train_step
-
-    def crash_at_step_seven(self):
-        if self.progress.step == 7:
-            raise RuntimeError("killed")  # steps 5 and 6 were logged after the last checkpoint (step 4)
-        return original(self)
-
-    monkeypatch.setattr(Trainer, "train_step", crash_at_step_seven)
+def test_after_a_resume_the_event_files_hold_what_the_log_kept(data_dir, tmp_path, crash_at_step):
+    crash_at_step(7)  # steps 5 and 6 were logged after the last checkpoint (step 4)
     with pytest.raises(RuntimeError, match="killed"):
         train(spec(data_dir, tmp_path / "run"), show_progress=False)
-    monkeypatch.setattr(Trainer, "train_step", original)
+    crash_at_step(None)
     train(spec(data_dir, tmp_path / "run"), show_progress=False)
     points = event_points(tmp_path / "run")
     assert points == log_points(tmp_path / "run")

@@ -13,7 +13,6 @@ from bench.engine.hardware.precision import plan_precision
 from bench.engine.optim import Lamb
 from bench.engine.run import train
 from bench.engine.step import TrainingStep, apply_gradients
-from bench.engine.trainer import Trainer
 from bench.models import build_model
 from tests.test_train import _final_weights, spec
 
@@ -115,7 +114,7 @@ def test_a_checkpoint_that_counted_lamb_steps_on_the_host_still_resumes():
     assert {float(s["step"]) for s in resumed.state.values()} == {3.0}
 
 
-def test_a_float16_run_with_skipped_steps_resumes_bit_exactly(make_toy_corpus, tmp_path, monkeypatch):
+def test_a_float16_run_with_skipped_steps_resumes_bit_exactly(make_toy_corpus, tmp_path, monkeypatch, crash_at_step):
     """The trainer's side: the scaler's scale and growth count and LAMB's device step counts go through the
     checkpoint, and the log counts the skipped steps."""
     monkeypatch.setattr(policy, "cpu_lstm_runs_in", lambda dtype: False)  # the same LSTMs on every CPU
@@ -125,17 +124,10 @@ def test_a_float16_run_with_skipped_steps_resumes_bit_exactly(make_toy_corpus, t
     data = make_toy_corpus(tmp_path)
     settings = dict(precision="float16", max_steps=12, checkpoint_every=4, log_every=4, eval_every=12)
     reference = train(spec(data, tmp_path / "a", **settings), show_progress=False)
-    original = Trainer.train_step
-
-    def crash_at_step_seven(self):
-        if self.progress.step == 7:
-            raise RuntimeError("killed")  # the last checkpoint is step 4's
-        return original(self)
-
-    monkeypatch.setattr(Trainer, "train_step", crash_at_step_seven)
+    crash_at_step(7)  # the last checkpoint is step 4's
     with pytest.raises(RuntimeError, match="killed"):
         train(spec(data, tmp_path / "b", **settings), show_progress=False)
-    monkeypatch.setattr(Trainer, "train_step", original)
+    crash_at_step(None)
     resumed = train(spec(data, tmp_path / "b", **settings), show_progress=False)
     assert reference.training.precision["skipped_steps"] >= 2
     assert resumed.training.precision["skipped_steps"] == reference.training.precision["skipped_steps"]

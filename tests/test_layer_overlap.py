@@ -17,14 +17,6 @@ VOCAB = 40
 EXACT = 1e-12  # float64: the chunks change the rounding of the LSTMs' and the attention's products only
 
 
-@pytest.fixture()
-def one_thread():
-    """Hundreds of tiny operations: on a busy machine, threads waiting for each other took 50 times longer."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def model_of(dropout: float, max_memory: int, attention: str = "all") -> SHARNN:
     torch.manual_seed(0)

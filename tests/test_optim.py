@@ -9,7 +9,6 @@ from bench.engine.optim import Lamb, build_optimizer, lr_factor
 from bench.engine.presets import get_preset
 from bench.engine.run import train
 from bench.engine.spec import TrainConfig
-from bench.engine.trainer import Trainer
 from bench.models import build_model, make_config
 from tests.test_train import _final_weights, spec
 
@@ -110,14 +109,6 @@ def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return 0.0 if torch.equal(a, b) else ((a - b).norm() / b.norm()).item()
 
 
-@pytest.fixture()
-def one_thread():
-    """Steps of a tiny model: a second thread only waits for the first (or for another job's)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def test_the_foreach_lamb_trains_the_sha_rnn_as_the_loop_does_for_100_steps(one_thread):
     torch.manual_seed(0)
@@ -177,22 +168,15 @@ def test_a_lamb_checkpoint_resumes_under_the_other_implementation(one_thread):
         assert _relative(a, b) <= 1e-6
 
 
-def test_a_run_checkpointed_under_the_loop_resumes_under_foreach(make_toy_corpus, tmp_path, monkeypatch, one_thread):
+def test_a_run_checkpointed_under_the_loop_resumes_under_foreach(make_toy_corpus, tmp_path, crash_at_step, one_thread):
     """lamb_impl is not in the run id: ``bench train --set lamb_impl=foreach`` resumes a loop run's folder, and ends
     where the uninterrupted loop run does."""
     data = make_toy_corpus(tmp_path)
     reference = train(spec(data, tmp_path / "a", lamb_impl="loop"), show_progress=False)
-    original = Trainer.train_step
-
-    def crash_at_step_seven(self):
-        if self.progress.step == 7:
-            raise RuntimeError("killed")  # the last checkpoint is step 4's
-        return original(self)
-
-    monkeypatch.setattr(Trainer, "train_step", crash_at_step_seven)
+    crash_at_step(7)  # the last checkpoint is step 4's
     with pytest.raises(RuntimeError, match="killed"):
         train(spec(data, tmp_path / "b", lamb_impl="loop"), show_progress=False)
-    monkeypatch.setattr(Trainer, "train_step", original)
+    crash_at_step(None)
     resumed = train(spec(data, tmp_path / "b", lamb_impl="foreach"), show_progress=False)
     assert resumed.run_id == reference.run_id and resumed.resolved["train"]["lamb_impl"] == "foreach"
     a, b = _final_weights(tmp_path / "a"), _final_weights(tmp_path / "b")
