@@ -30,6 +30,7 @@ RESULTS=${RESULTS:-results/gpu-wikitext2}
 # RECORDS: the committed records of the study's runs finished on earlier leases (bench.study.matrix.records); the matrix
 # skips them (default results/reference/<results folder's name>/runs, where it exists).
 export PYTHONUNBUFFERED=1
+eval_args=()
 mkdir -p "$OUT"
 bench() { "$PY" cli.py "$@"; }
 
@@ -69,7 +70,7 @@ speed() {
   local models=(sha-rnn lstm transformer) cuda
   speed_args=()
   if [ "$TINY" = 1 ]; then
-    preset=tiny; steps=2; sweep=4,8; small=(); speed_args=(--set threads=1)  # a dry run beside other CPU work
+    preset=tiny; steps=2; sweep=4,8; small=(); speed_args=(--set threads=1); tiny_eval  # a dry run beside other CPU work
   fi
   cuda=$("$PY" -c "import torch; print(int(torch.cuda.is_available()))")
   : > "$rows"; : > "$notes"
@@ -130,14 +131,19 @@ pack() {  # what comes back of a study: its results without checkpoints or per-t
   return 0
 }
 
-measure() {  # bench speed "$@", its JSON appended to $rows
+tiny_eval() {  # the dry run times evaluation at 16 and 32 streams: 256 streams' would double its time
+  eval_args=(--eval-streams 16,32)
+}
+
+measure() {  # bench speed "$@" (with $eval_args unless it is a batch sweep), its JSON appended to $rows
   if (( SECONDS > ${SPEED_SECONDS:-400} )); then
     echo "not measured, the stage's ${SPEED_SECONDS:-400} s were spent: $*" | tee -a "$notes"
     return 0
   fi
-  local row="$OUT/speed.row"
+  local row="$OUT/speed.row" extra=("${speed_args[@]}")
+  [[ " $* " == *" --batch-sizes "* ]] || extra+=("${eval_args[@]}")
   if timeout "${MEASURE_SECONDS:-120}" "$PY" cli.py speed --vocab-size 256 --steps "$steps" --json "$@" \
-      "${speed_args[@]}" > "$row"; then
+      "${extra[@]}" > "$row"; then
     cat "$row" >> "$rows"
   else
     echo "failed: bench speed $* (its error above)" | tee -a "$notes"
@@ -223,7 +229,7 @@ lease() {
   local preset=paper steps=20 study=(--jobs "${JOBS:-6}" --quiet)
   speed_args=()
   if [ "$TINY" = 1 ]; then
-    preset=tiny; steps=2; study=(--jobs 1 --quiet); speed_args=(--set threads=1)
+    preset=tiny; steps=2; study=(--jobs 1 --quiet); speed_args=(--set threads=1); tiny_eval
     config=${LEASE_CONFIG:-configs/smoke.toml}  # the GPU study's sizes take hours on a CPU
   fi
   mkdir -p "$logs"; : > "$rows"

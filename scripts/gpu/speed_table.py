@@ -11,14 +11,21 @@ def fmt(value, pattern: str = "{:,.0f}") -> str:
     return "n/a" if value is None else pattern.format(value)
 
 
-EVAL_STREAMS = ("16", "256")  # bench speed's default stream counts: a column pair each
+EVAL_STREAMS = ("16", "256")  # bench speed's default stream counts: the columns when no row has any
+
+
+def eval_streams_of(rows: list[dict]) -> list[str]:
+    """The stream counts the rows measured evaluation at, in order: a column pair each."""
+    measured = {streams for r in rows for streams in (r.get("eval") or {})}
+    return sorted(measured, key=int) if measured else list(EVAL_STREAMS)
 
 
 def table(rows: list[dict]) -> list[str]:
-    evals = " | ".join(f"eval chars/s, {s} streams | eval / train" for s in EVAL_STREAMS)
+    streams = eval_streams_of(rows)
+    evals = " | ".join(f"eval chars/s, {s} streams | eval / train" for s in streams)
     lines = ["| model | preset | settings | params | batch x segment | precision | optimizer | compile | CUDA graphs | "
              f"train chars/s | TFLOP/s | MFU | {evals} | warm-up s (train) | compiling s | peak GiB |",
-             "| --- | --- | --- | ---: | --- | --- | --- | --- | --- |" + " ---: |" * (6 + 2 * len(EVAL_STREAMS))]
+             "| --- | --- | --- | ---: | --- | --- | --- | --- | --- |" + " ---: |" * (6 + 2 * len(streams))]
     for r in rows:
         # rows of earlier versions have neither compile_seconds nor the optimizer and graphs fields
         compiling = fmt((r.get("compile_seconds") or {}).get("train"), "{:.1f}") if r["compile"] else "-"
@@ -28,7 +35,7 @@ def table(rows: list[dict]) -> list[str]:
             f"{r['batch_size']} x {r['bptt']} | "
             f"{r['precision']} | {r.get('optimizer', 'n/a')} | {'yes' if r['compile'] else 'no'} | "
             f"{'yes' if r.get('cuda_graphs') else 'no'} | {fmt(r['train_tokens_per_second'])} | "
-            f"{r['train_tflops']:.1f} | {mfu} | {eval_cells(r)} | "
+            f"{r['train_tflops']:.1f} | {mfu} | {eval_cells(r, streams)} | "
             f"{r['warmup_seconds']['train']:.1f} | {compiling} | "
             f"{fmt(r['peak_memory_gb'], '{:.1f}')} |")
     return lines
@@ -80,12 +87,12 @@ def sweep_table(sweeps: list[list[dict]]) -> list[str]:
     return lines
 
 
-def eval_cells(row: dict) -> str:
-    """Evaluation's rate and its ratio to training's at each of EVAL_STREAMS; the error where it failed (out of
+def eval_cells(row: dict, stream_counts: list[str]) -> str:
+    """Evaluation's rate and its ratio to training's at each stream count; the error where it failed (out of
     memory), n/a where not measured (rows of earlier versions timed evaluation in the training batch's layout
     instead: not comparable, not shown)."""
     cells = []
-    for streams in EVAL_STREAMS:
+    for streams in stream_counts:
         measured = (row.get("eval") or {}).get(streams) or {}
         cells += ([fmt(measured["tokens_per_second"]), f"{measured['over_train']:.1f}x"] if "over_train" in measured
                   else [measured.get("error", "n/a"), "n/a"])
@@ -120,7 +127,7 @@ def main() -> None:
           "enwik8); MFU = 3 x forward FLOPs per token x tokens/s over "
           + (f"the data-sheet dense bf16 peak ({peak:.0f} TFLOP/s)" if peak else "a peak: none is known for this "
              "device") + ". Evaluation is timed as it runs (carried state, the run's chunk, float32 output "
-          "projection) at 16 and 256 streams. Warm-up steps (compilation, cuDNN autotuning, the SHA-RNN memory "
+          "projection) at each number of streams shown. Warm-up steps (compilation, cuDNN autotuning, the SHA-RNN memory "
           "filling, a CUDA graph's capture) are timed apart; compiling s is torch.compile's share of them.\n")
     print("\n".join(table(rows) + profile_table(rows) + sweep_table(sweeps)))
     notes = args.notes.read_text().splitlines() if args.notes and args.notes.is_file() else []
