@@ -4,6 +4,7 @@
     api.plan(spec)            # the run resolved once: run id, model size, planned tokens (bench train --dry-run)
     api.train(spec)           # train, resume or return the finished result (bench train)
     api.evaluate(run_folder)  # every metric of a split from its total NLL (bench eval)
+    api.export(run_folder, out)  # a finished run as a transformers folder (bench export)
     api.run_matrix(config)    # a whole study (bench run-matrix)
     api.load_runs(results)    # its finished runs, one row each, read from the run folders (a pandas DataFrame)
     api.attack_figure(runs)   # a report's figure, from those rows (matplotlib)
@@ -20,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.engine.score import inference
+from bench.export import hf_folder
 
 from bench.engine import run
 from bench.engine.spec import RunSpec
@@ -47,6 +49,7 @@ def _one_error_type(function):
 plan = _one_error_type(run.plan_run)
 train = _one_error_type(run.train)
 evaluate = _one_error_type(inference.evaluate_checkpoint)
+export = _one_error_type(hf_folder.export_run)
 run_matrix = _one_error_type(execute.run_matrix)
 attack_figure = _one_error_type(figures.attack_figure)
 build_report = _one_error_type(report.build_report)
@@ -58,5 +61,5 @@ def load_runs(results_dir: str | Path) -> pd.DataFrame:
     return report.load_study(results_dir).done
 
 
-__all__ = ["Execution", "RunSpec", "attack_figure", "build_report", "evaluate", "load_runs", "plan", "run_matrix",
+__all__ = ["Execution", "RunSpec", "attack_figure", "build_report", "evaluate", "export", "load_runs", "plan", "run_matrix",
            "train"]

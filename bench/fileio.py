@@ -91,6 +91,14 @@ def _umask() -> int:
     return mask
 
 
+def give_plain_modes(folder: Path) -> None:
+    """A folder made private (tempfile.mkdtemp) and the files in it, given the modes an ordinary mkdir and open
+    would give them."""
+    for path in folder.iterdir():
+        os.chmod(path, 0o666 & ~_umask())
+    os.chmod(folder, 0o777 & ~_umask())
+
+
 def write_bytes_atomic(path: str | Path, data: bytes, make_folders: bool = True) -> None:
     with atomic_path(path, make_folders) as tmp:
         tmp.write_bytes(data)

@@ -429,6 +429,17 @@ CASES = [
                                                  "--out", "{new}"], "config.json is not valid JSON"),
     ("another file under the run's corpus name", ["eval", "{run}", "--data-dir", "{other_data}"],
      "is not the file this run recorded"),
+    # bench export: a finished run, into a new folder of its own
+    ("export of an unfinished run", ["export", "{unfinished_run}", "{new}"], "has not finished (no result.json)"),
+    ("export of a folder that is no run", ["export", "{data}", "{new}"], "is not a run folder"),
+    ("export into an existing folder", ["export", "{run}", "{sandbox}"], "exists; bench export writes a new folder"),
+    ("export over another run", ["export", "{run}", "{lstm_run}"], "exists; bench export writes a new folder"),
+    ("export into the run's own folder", ["export", "{run}", "{run}/hf"], "would be inside another command's folder"),
+    ("export into a matrix's folder", ["export", "{run}", "{results}/hf"], "would be inside another command's"),
+    ("export to a link", ["export", "{run}", "{link_out}"], "is a link"),
+    ("export into a missing folder", ["export", "{run}", "{sandbox}/missing/hf"], "does not exist; create it"),
+    ("export in another format", ["export", "{run}", "{new}", "--format", "onnx"], "is not a format of bench export"),
+    ("export of a pretrained model's result", ["export", "{hf_result}", "{new}"], "is not a finished training run"),
     ("compare of a corrupt result", ["compare", "{results}", "{corrupt_results}"], "is not a readable result"),
     ("reproduce into the folder it checks", ["reproduce", "{run}", "--out", "{run}/again"],
      "the folder being checked"),
@@ -482,6 +493,18 @@ def sandbox(tmp_path_factory, make_toy_corpus):
     (places["textless_run"] / "result.json").write_text(json.dumps(result))
     _broken_results(root, places)
     _broken_data(root, places, paths)
+    places["unfinished_run"] = root / "unfinished"  # a run stopped before its result
+    shutil.copytree(places["run"], places["unfinished_run"])
+    (places["unfinished_run"] / "result.json").unlink()
+    places["link_out"] = root / "link-out"
+    places["link_out"].symlink_to(root / "nowhere")
+    places["hf_result"] = root / "hf-result"  # a result of kind pretrained, as eval-hf writes one (no weights)
+    places["hf_result"].mkdir()
+    result = json.loads((places["run"] / "result.json").read_text())
+    source = {"model_dir": "gpt2", "model_type": "gpt2", "weights_sha256": "0" * 64, "dataset": "toy",
+              "split": "test", "data_dir": None, "out_dir": None}
+    (places["hf_result"] / "result.json").write_text(json.dumps(
+        result | {"kind": "pretrained", "spec": None, "training": None, "pretrained": source}))
     for name, text in CONFIGS.items():
         places[f"cfg:{name}"] = root / "configs" / f"{name}.toml"
         places[f"cfg:{name}"].parent.mkdir(exist_ok=True)

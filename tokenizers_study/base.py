@@ -170,6 +170,12 @@ class Tokenizer(ABC):
     @abstractmethod
     def decode(self, ids: Sequence[int] | np.ndarray) -> str: ...
 
+    def hf_tokenizer_json(self) -> str | None:
+        """The scheme as a ``tokenizers`` library file (tokenizer.json) that gives ``<bos>`` and then ``encode``'s
+        ids (``tokenizers_study.hf_json`` says which texts it cannot take); None where the library cannot express
+        the scheme exactly: ``bench export`` then writes the scheme's own code beside the model."""
+        return None
+
     def byte_lengths(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """How many bytes of ``decode(ids)`` each token produces; they sum to the decoded text's length.
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
 from tokenizers_study.errors import TokenizerError
+from tokenizers_study.hf_json import with_bos
 from tokenizers_study.text import line_blocks
 
 
@@ -138,3 +139,10 @@ class BPETokenizer(Tokenizer):
 
     def decode(self, ids) -> str:
         return self.table_text(ids)
+
+    def hf_tokenizer_json(self) -> str:
+        """The library's own file: encoding a text whole gives the ids of its lines encoded apart, as no merge
+        learned from lines has a line break before another symbol."""
+        from tokenizers import Tokenizer as HFTokenizer
+
+        return with_bos(HFTokenizer.from_str(self.hf_json), self.bos_id)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokenizers_study.base import SchemeSpec, Tokenizer
-from tokenizers_study.bpe import BPETokenizer
+from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
+from tokenizers_study.bpe import BPETokenizer, byte_symbols
+from tokenizers_study.hf_json import with_bos
 from tokenizers_study.text import decode_bytes, text_bytes
 
 
@@ -56,3 +57,15 @@ class ByteTokenizer(Tokenizer):
     def decode(self, ids) -> str:
         ids = np.asarray(ids)
         return decode_bytes(ids[ids < 256].astype(np.uint8).tobytes())
+
+    def hf_tokenizer_json(self) -> str:
+        """Byte-level BPE with no merges: each byte's symbol is its id."""
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import decoders, models, pre_tokenizers
+
+        vocab = {symbol: value for value, symbol in enumerate(byte_symbols())} | {BOS: self.bos_id}
+        hf = HFTokenizer(models.BPE(vocab=vocab, merges=[]))
+        hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+        hf.decoder = decoders.ByteLevel()
+        hf.add_special_tokens([BOS])
+        return with_bos(hf, self.bos_id)

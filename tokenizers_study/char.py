@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tokenizers_study.base import SchemeSpec, Tokenizer
+from tokenizers_study.base import BOS, SchemeSpec, Tokenizer
+from tokenizers_study.hf_json import with_bos
 from tokenizers_study.text import decode_bytes, text_bytes
 
 _BYTE_BASE = 1
@@ -108,3 +109,15 @@ class CharTokenizer(Tokenizer):
                 cps = self.chars[run - _CHAR_BASE].astype("<u4")
                 out.append(cps.tobytes().decode("utf-32-le", "surrogatepass"))
         return "".join(out)
+
+    def hf_tokenizer_json(self) -> str:
+        """BPE with no merges over the characters seen in train, with the library's byte fallback (``<0xNN>``)."""
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import decoders, models
+
+        vocab = {BOS: self.bos_id} | {f"<0x{value:02X}>": self.byte_id(value) for value in range(256)}
+        vocab |= {chr(int(c)): _CHAR_BASE + i for i, c in enumerate(self.chars)}
+        hf = HFTokenizer(models.BPE(vocab=vocab, merges=[], byte_fallback=True))
+        hf.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
+        hf.add_special_tokens([BOS])
+        return with_bos(hf, self.bos_id)

@@ -205,6 +205,9 @@ def eval_hf_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for result.json (default: runs/hf-<model>-"
                                        "<dataset>-<split>-<run id>)."),
     data_dir: Optional[Path] = data_dir_option(),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help="Run the Python code in MODEL (a "
+                                           "folder of bench export, a model of custom code); only for folders you "
+                                           "trust."),
     as_json: bool = typer.Option(False, "--json", help="Print result.json."),
 ) -> None:
     """Score a pretrained HuggingFace causal LM on a whole split: the same metrics and result.json as a trained run."""
@@ -220,7 +223,7 @@ def eval_hf_command(
     check_split(split)
     settings = HFEvalSettings(model_dir=str(model_dir), dataset=dataset, split=split, stride=stride, window=window,
                               streams=streams, lm_eval_conventions=conventions == "lm-eval", precision=precision,
-                              data_dir=str(data_dir) if data_dir else None)
+                              data_dir=str(data_dir) if data_dir else None, trust_remote_code=trust_remote_code)
     identity = identify(settings)
     folder = require_folder(out or default_out_dir(settings, identity.run_id), "--out")
     result = evaluate_pretrained(replace(settings, out_dir=str(folder)), identity)
@@ -237,3 +240,18 @@ def eval_hf_command(
               f"word perplexity {other['word_perplexity']:,.2f}, byte perplexity {other['byte_perplexity']:.4f}, "
               f"bits per byte {other['bits_per_byte']:.4f}")
     print(f"result: {folder / 'result.json'}")
+
+
+def export_command(
+    run: Path = typer.Argument(..., metavar="RUN", help="A finished run's folder (its result.json and best.pt)."),
+    out: Path = typer.Argument(..., metavar="OUT", help="A new folder, outside every run, matrix and report folder."),
+    format: str = typer.Option("hf", "--format", help="hf: a transformers folder (safetensors weights, tokenizer, "
+                               "model card; loaded with trust_remote_code)."),
+) -> None:
+    """Share a finished run as the field does: a Hugging Face folder that transformers loads where bench is not
+    installed, with its tokenizer, a model card and the run's provenance (bench eval and init_from read it back)."""
+    from bench.export.hf_folder import export_run
+
+    folder = export_run(run, out, format)
+    print(f"exported {run} to {folder}: config.json, model.safetensors, the tokenizer, README.md (the model card)")
+    print(f"score it with transformers alone: python {folder / 'score_text.py'} {folder} TEXT_FILE")

@@ -88,6 +88,7 @@ class CorpusSpec:
     archive: Archive | None
     splits: dict[str, SplitSource]
     homepage: str = ""
+    licence: str = ""  # the text's terms of use, for an exported model's card (bench export)
 
     def split_filename(self, split: str) -> str:
         """File name of a split inside the data folder."""
@@ -114,6 +115,7 @@ def make_enwik8_like(
     member_check: FileCheck,
     holdout: int,
     description: str = "",
+    licence: str = "",
 ) -> CorpusSpec:
     """A corpus cut from one archive member by byte ranges (enwik8 and tests' small copies)."""
     ranges = enwik8_split_ranges(holdout)
@@ -122,9 +124,11 @@ def make_enwik8_like(
         description=description,
         archive=archive,
         splits={s: SplitSource(member=member, check=member_check, byte_range=ranges[s]) for s in SPLITS},
+        licence=licence,
     )
 
 
+WIKITEXT_LICENCE = "Creative Commons Attribution-ShareAlike 3.0 (CC BY-SA 3.0), as its homepage states"
 _WIKITEXT_HOME = "https://blog.salesforceairesearch.com/the-wikitext-long-term-dependency-language-modeling-dataset/"
 
 
@@ -154,6 +158,7 @@ def _wikitext(
             for s in SPLITS
         },
         homepage=_WIKITEXT_HOME,
+        licence=WIKITEXT_LICENCE,
     )
 
 
@@ -190,6 +195,7 @@ _register(
         member="enwik8",
         member_check=ENWIK8_CHECK,
         holdout=ENWIK8_HOLDOUT,
+        licence="Wikipedia's text of 2006 (GNU Free Documentation License, Wikipedia's licence then)",
         description="First 10^8 bytes of the English Wikipedia XML dump of 2006-03-03 (Hutter Prize); "
         "train = first 90M bytes, valid = next 5M, test = last 5M.",
     )

@@ -33,8 +33,13 @@ def save(path: str | Path, payload: dict) -> None:
 
 
 def locate(path: str | Path) -> Path:
-    """The checkpoint a path names: a .pt file, or a run folder's best (else final, else latest) weights."""
+    """The checkpoint a path names: a .pt file, a run folder's best (else final, else latest) weights, or an
+    exported folder's weights (bench export)."""
+    from bench.export.read import WEIGHTS, is_export
+
     path = Path(path)
+    if is_export(path):
+        return path / WEIGHTS
     if path.is_dir():
         for name in ("best.pt", "final.pt", "checkpoint.pt"):
             if (path / name).is_file():
@@ -46,14 +51,10 @@ def locate(path: str | Path) -> Path:
 
 
 def load(path: str | Path) -> dict:
+    from bench.export.read import export_payload, is_export
+
     path = locate(path)
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # a truncated or foreign file
-        first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""
-        raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {first}); it is damaged or not "
-                         f"a checkpoint: restore it, or train the run again (a run whose checkpoint.pt is deleted "
-                         f"starts from its start)") from None
+    payload = {"format": FORMAT, **export_payload(path.parent)} if is_export(path.parent) else _read(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise BenchError(f"{path} is not a checkpoint of this toolkit (format {FORMAT})")
     missing = [key for key in ("resolved", "model", "tokenizer") if key not in payload]
@@ -63,6 +64,16 @@ def load(path: str | Path) -> dict:
     _check_parts(payload, path)
     _check_finite(payload["model"], path)
     return payload
+
+
+def _read(path: Path):
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a truncated or foreign file
+        first = str(exc).split(". ")[0].splitlines()[0] if str(exc) else ""
+        raise BenchError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {first}); it is damaged or not "
+                         f"a checkpoint: restore it, or train the run again (a run whose checkpoint.pt is deleted "
+                         f"starts from its start)") from None
 
 
 def unreadable(path: Path, part: str, problem: str) -> BenchError:

@@ -56,6 +56,9 @@ class HFEvalSettings:
     precision: str = "auto"  # auto: bf16 autocast on CUDA, float32 elsewhere
     data_dir: str | None = None
     out_dir: str | None = None
+    # run the Python files of the model folder (transformers' trust_remote_code): a model exported by bench export;
+    # they are then part of the model's identity
+    trust_remote_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ def identify(settings: HFEvalSettings) -> PretrainedIdentity:
     from bench.data.store import open_split
 
     folder = check_model_folder(settings.model_dir)
+    if "auto_map" in json.loads((folder / "config.json").read_text()) and not settings.trust_remote_code:
+        raise BenchError(f"{folder} holds its model's own Python code (auto_map in config.json); give "
+                         f"--trust-remote-code to run it, if you trust the folder (bench export writes such folders)")
     for option, value, least in (("--window", settings.window, 2), ("--stride", settings.stride, 1),
                                  ("--streams", settings.streams, 1)):
         if value is not None and value < least:  # a window holds the token predicted from and one scored token
@@ -82,14 +88,16 @@ def identify(settings: HFEvalSettings) -> PretrainedIdentity:
     if settings.precision not in ("auto", "float32", "bfloat16"):
         raise BenchError(f"--precision must be auto, float32 or bfloat16, not {settings.precision!r}")
     split = open_split(settings.dataset, settings.split, resolve_data_dir(settings.data_dir))
-    weights, tokens = file_digest(folder, WEIGHT_FILES), file_digest(folder, TOKENIZER_FILES)
+    code = tuple(sorted(path.name for path in folder.glob("*.py"))) if settings.trust_remote_code else ()
+    weights, tokens = file_digest(folder, WEIGHT_FILES + code), file_digest(folder, TOKENIZER_FILES)
     identity = (f"{weights}|{tokens}|{split.sha256}|{settings.split}|{settings.window}|{settings.stride}|"
                 f"{settings.streams}|{settings.lm_eval_conventions}|{settings.precision}")
     return PretrainedIdentity(weights, tokens, split, sha256_bytes(identity.encode())[:16])
 
 
-def load_pretrained(model_dir: str | Path, device: torch.device):
-    """The model (evaluation mode, on ``device``) and tokenizer of a local folder; never the hub."""
+def load_pretrained(model_dir: str | Path, device: torch.device, trust_remote_code: bool = False):
+    """The model (evaluation mode, on ``device``) and tokenizer of a local folder; never the hub. With
+    ``trust_remote_code``, the folder's own Python code runs (a model exported by bench export)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -99,12 +107,13 @@ def load_pretrained(model_dir: str | Path, device: torch.device):
 
     folder = check_model_folder(model_dir)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as exc:  # e.g. a GPT-2 folder with only a sentencepiece file: "tiktoken is required"
         raise BenchError(f"the tokenizer in {folder} could not be loaded ({_first_line(exc)}); save the model's own "
                          f"tokenizer into the folder with tokenizer.save_pretrained") from None
     try:
-        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32,
+                                                     trust_remote_code=trust_remote_code)
     except Exception as exc:  # transformers and safetensors raise many kinds for a damaged folder
         raise BenchError(f"{folder} could not be loaded as a causal language model ({_first_line(exc)})") from None
     project_in_float32(model)
@@ -119,6 +128,8 @@ def project_in_float32(model) -> None:
     """Under bf16 autocast the body runs in bf16 but the output projection in float32, as in the study's own
     evaluation: a vocabulary-sized log-softmax from bf16 logits would lose precision."""
     head = model.get_output_embeddings()
+    if head is None:  # a model of its own code that projects in float32 itself (bench export's)
+        return
     forward = head.forward
 
     def float32_forward(hidden):
@@ -229,7 +240,8 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
         if (previous := finished_result(out, identity.run_id)) is not None:
             return previous
     device = pick_device("auto")
-    model, tokenizer = load_pretrained(settings.model_dir, device)
+    model, tokenizer = load_pretrained(settings.model_dir, device, settings.trust_remote_code)
+    refuse_recurrent_export(model, settings.model_dir)
     window, stride = windows(settings.window, settings.stride, context_length(model, tokenizer))
     text = identity.split.read_text()
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
@@ -256,6 +268,14 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
                 shutil.rmtree(out, ignore_errors=True)
             raise
     return result
+
+
+def refuse_recurrent_export(model, model_dir: str) -> None:
+    """A recurrent model exported by bench carries its past in a state argument, which eval-hf's windows (any
+    causal LM's interface) never pass: scored that way it would see only each window, not the text before it."""
+    if getattr(model.config, "model_type", None) == "bench" and getattr(model.config, "window", 0) is None:
+        raise BenchError(f"{model_dir} is a recurrent {model.config.family} exported by bench: eval-hf scores windows "
+                         f"without its state; score it with `bench eval {model_dir}` (or the folder's score_text.py)")
 
 
 def check_ids(ids: list[int], start: int, model, split: str) -> None:

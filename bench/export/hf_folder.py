@@ -1,0 +1,166 @@
+"""``bench export RUN OUT --format hf``: a finished run as a transformers folder.
+
+``OUT`` holds ``config.json`` (with ``auto_map`` to ``modeling_bench.py`` and the family's own code beside it),
+``model.safetensors``, ``generation_config.json``, the tokenizer (``tokenizer.json`` where the ``tokenizers``
+library expresses the scheme exactly, else ``tokenization_bench.py`` running the scheme's own code), the run's
+tokenizer file ``bench_tokenizer.json``, its provenance ``bench_run.json`` (what ``bench eval`` of the folder
+checks its data against), ``score_text.py`` (a split scored as ``bench eval --streams 1`` scores it, with
+transformers alone) and ``README.md``, the model card. The folder is written beside ``OUT`` under a temporary name
+and renamed into place whole: an interrupted export leaves nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.arguments import path_argument, text_argument
+from bench.engine import checkpoint
+from bench.engine.result import DONE, TRAINED, RunResult
+from bench.engine.score.evaluation import run_layout
+from bench.engine.score.inference import Loaded, load_model
+from bench.errors import BenchError
+from bench.export.model_card import model_card
+from bench.export.read import BENCH_TOKENIZER, PROVENANCE, WEIGHTS, PREFIX, EXPORT_FORMAT
+from bench.export.vendor import check_copied_along, flat_name, vendor
+from bench.fileio import give_plain_modes, json_text, sha256_file
+from bench.models import MODELS
+from bench.ownership import enclosing_owner, owner_of
+from bench.provenance import git_commit
+from bench.run_files import RESULT
+from tokenizers_study import Tokenizer
+
+FORMATS = ("hf",)
+TEMPLATES = Path(__file__).parent / "templates"
+MODELING, TOKENIZATION, SCORER = "modeling_bench.py", "tokenization_bench.py", "score_text.py"
+FAMILY_FILE = "bench_family.py"
+
+
+def export_run(run: str | Path, out: str | Path, format: str = "hf") -> Path:
+    """Write the finished run in ``run`` to the new folder ``out``; returns ``out``."""
+    run, out = path_argument(run, "RUN"), path_argument(out, "OUT")
+    if text_argument(format, "--format") not in FORMATS:
+        raise BenchError(f"--format {format!r} is not a format of bench export; give one of {', '.join(FORMATS)}")
+    result, loaded = finished_run(run)
+    claim_export_folder(out, run)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        write_folder(scratch, run, result, loaded)
+        give_plain_modes(scratch)
+        scratch.rename(out)  # refused if OUT appeared meanwhile: nothing is written over
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return out
+
+
+def finished_run(run: Path) -> tuple[RunResult, Loaded]:
+    """The run's result and the weights it scored, each checked against the other."""
+    owner = owner_of(run) if run.is_dir() else None
+    if owner is None or owner.kind != "run":
+        raise BenchError(f"{run} is not a run folder (one that bench train or run-matrix wrote); give a finished "
+                         f"run's folder")
+    if not (run / RESULT).is_file():
+        raise BenchError(f"{run} has not finished (no {RESULT}): finish the run first (bench train or run-matrix "
+                         f"with the same settings resumes it), then export it")
+    result = RunResult.read(run / RESULT)
+    if result.status != DONE or result.kind != TRAINED:
+        raise BenchError(f"{run / RESULT} is not a finished training run's result (kind {result.kind}); export a "
+                         f"run trained here (a model scored with eval-hf is already someone else's folder)")
+    loaded = load_model(run, "cpu")
+    if loaded.payload.get("run_id") != result.run_id:
+        raise BenchError(f"{run}: its weights {checkpoint.locate(run).name} are of run {loaded.payload.get('run_id')} "
+                         f"but its {RESULT} of run {result.run_id}; nothing is exported: train the run again")
+    return result, loaded
+
+
+def claim_export_folder(out: Path, run: Path) -> None:
+    """A new folder, outside every run, matrix and report folder, the run's own included."""
+    if out.is_symlink():
+        raise BenchError(f"OUT {out} is a link; give a new folder's own path")
+    if out.exists():
+        raise BenchError(f"OUT {out} exists; bench export writes a new folder only: give a path that does not exist")
+    if not out.parent.is_dir():
+        raise BenchError(f"OUT {out}: folder {out.parent} does not exist; create it or choose another path")
+    if (owner := owner_of(out.parent) or enclosing_owner(out.parent)) is not None:
+        raise BenchError(f"OUT {out} would be inside another command's folder: {owner.describe()}; give a folder "
+                         f"outside it")
+    if out.parent.resolve() == run.resolve():
+        raise BenchError(f"OUT {out} is inside the run folder {run}; give a folder outside it")
+
+
+def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> None:
+    from safetensors.torch import save_file
+
+    weights = {PREFIX + name: tensor.contiguous() for name, tensor in loaded.payload["model"].items()}
+    save_file(weights, str(folder / WEIGHTS), metadata={"format": "pt"})
+    write_model_code(folder, loaded)
+    write_tokenizer(folder, loaded.tokenizer, loaded.payload["tokenizer"])
+    (folder / "generation_config.json").write_text(json_text(
+        {"bos_token_id": loaded.tokenizer.bos_id, "do_sample": False, "use_cache": False}))
+    provenance = {
+        "format": EXPORT_FORMAT, "run_id": result.run_id, "resolved": loaded.payload["resolved"],
+        "data": loaded.payload.get("data", {}), "result": result.to_json(),
+        "weights": {"file": WEIGHTS, "from": checkpoint.locate(run).name, "sha256": sha256_file(folder / WEIGHTS)},
+        "exported": {"from": str(run.resolve()), "toolkit": git_commit(),
+                     "at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
+    }
+    (folder / PROVENANCE).write_text(json_text(provenance))
+    (folder / "README.md").write_text(model_card(result, provenance, tokenizer_files(loaded.tokenizer)))
+
+
+def eval_chunk(loaded: Loaded) -> int:
+    """Tokens per forward pass as bench eval scores this run (a windowed model's stride)."""
+    return run_layout(loaded.model, 1, loaded.train.bptt, loaded.train.eval_chunk).chunk
+
+
+def write_model_code(folder: Path, loaded: Loaded) -> None:
+    family = MODELS[loaded.spec.model]
+    module, config_module = family.__module__, family.config_class.__module__
+    written = vendor([module, config_module], folder)
+    (folder / FAMILY_FILE).write_text(
+        f'"""This folder\'s model family: {loaded.spec.model} (written by bench export)."""\n\n'
+        f"from .{flat_name(module)} import {family.__name__} as FAMILY  # noqa: F401\n"
+        f"from .{flat_name(config_module)} import {family.config_class.__name__} as FAMILY_CONFIG  # noqa: F401\n")
+    shutil.copyfile(TEMPLATES / MODELING, folder / MODELING)
+    shutil.copyfile(TEMPLATES / SCORER, folder / SCORER)
+    check_copied_along(folder, MODELING, written + [FAMILY_FILE])
+    config = {
+        "architectures": ["BenchForCausalLM"], "model_type": "bench",
+        "auto_map": {"AutoConfig": "modeling_bench.BenchConfig", "AutoModelForCausalLM": "modeling_bench.BenchForCausalLM"},
+        "family": loaded.spec.model, "family_config": loaded.payload["resolved"]["model"],
+        "eval_chunk": eval_chunk(loaded), "window": family.window_of(loaded.model.config),
+        "vocab_size": loaded.tokenizer.vocab_size, "bos_token_id": loaded.tokenizer.bos_id,
+        "tie_word_embeddings": False, "dtype": "float32",
+    }
+    if config["window"] is not None:  # where transformers' tools (and bench eval-hf) read a model's context
+        config["max_position_embeddings"] = config["window"]
+    (folder / "config.json").write_text(json_text(config))
+
+
+def tokenizer_files(tokenizer: Tokenizer) -> str:
+    """What transformers loads the tokenizer from: the library's file, or the scheme's own code."""
+    return "tokenizer.json" if tokenizer.hf_tokenizer_json() is not None else TOKENIZATION
+
+
+def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> None:
+    """The tokenizer in ``folder``: ``bench_file`` (the scheme's own file, as the run saved it), and for
+    transformers either the library's ``tokenizer.json`` or the scheme's code with ``tokenization_bench.py``."""
+    (folder / BENCH_TOKENIZER).write_text(bench_file, encoding="ascii")
+    settings = {"bos_token": "<bos>", "split_special_tokens": True, "clean_up_tokenization_spaces": False,
+                "model_max_length": 10**30, "add_bos_token": True}
+    hf_json = tokenizer.hf_tokenizer_json()
+    if hf_json is not None:
+        (folder / "tokenizer.json").write_text(hf_json, encoding="utf-8")
+        settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+    else:
+        from tokenizers_study.registry import __name__ as registry
+
+        written = vendor([registry], folder)
+        shutil.copyfile(TEMPLATES / TOKENIZATION, folder / TOKENIZATION)
+        check_copied_along(folder, TOKENIZATION, written)
+        settings |= {"tokenizer_class": "BenchTokenizer", "auto_map": {"AutoTokenizer": [
+            f"{TOKENIZATION.removesuffix('.py')}.BenchTokenizer", None]}}
+    (folder / "tokenizer_config.json").write_text(json_text(settings))

@@ -1,0 +1,273 @@
+"""``bench export RUN OUT --format hf``: a finished run as a transformers folder, read where ``bench`` cannot be
+imported. In a subprocess that refuses every import of ``bench`` and ``tokenizers_study``, transformers alone loads
+the folder and its ``score_text.py`` scores the test split as ``bench eval --streams 1`` does: the total NLL agrees
+to 1e-6 for an SHA-RNN (byte and BPE), an LSTM (open-vocabulary words: the scheme's own code) and a Transformer
+(characters); and it disagrees for a folder with a transposed weight or a shifted token id. ``bench eval-hf
+--trust-remote-code`` scores the exported Transformer to the same number; ``bench eval`` and ``init_from`` read the
+folder back as the run's own weights. On WikiText-2's test split the exported tokenizers give bench's ids."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")  # the dev extra (make test) installs it
+
+from bench.data.user import add_user_corpus  # noqa: E402
+from bench.engine import checkpoint  # noqa: E402
+from bench.engine.run import train, weights_digest  # noqa: E402
+from bench.engine.score.inference import evaluate_checkpoint  # noqa: E402
+from bench.engine.spec import RunSpec  # noqa: E402
+from bench.errors import BenchError  # noqa: E402
+from bench.export.hf_folder import export_run, write_tokenizer  # noqa: E402
+from tokenizers_study.registry import train_tokenizer  # noqa: E402
+from tokenizers_study.text import read_text_exact  # noqa: E402
+
+TINY_RNN = {"emsize": 16, "nhid": 64}
+RUNS = {"sha-rnn-byte": ("sha-rnn", "byte", TINY_RNN), "sha-rnn-bpe": ("sha-rnn", "bpe:300", TINY_RNN),
+        "lstm-word-open": ("lstm", "word-open:60", {"emsize": 16, "nhid": 32}),
+        "transformer-char": ("transformer", "char", {"d_model": 16, "nheads": 2})}
+SHARED = {"bptt": 16, "batch_size": 4, "max_steps": 8, "eval_every": 0, "eval_streams": 2, "eval_max_tokens": 300,
+          "stop_if_not_learning": False, "final_eval_splits": "valid"}
+TOLERANCE = 1e-6
+
+# Run first in the subprocess: bench and tokenizers_study cannot be imported there, whatever sys.path holds.
+WITHOUT_BENCH = '''
+import sys
+class NoBench:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("bench", "tokenizers_study", "cli"):
+            raise ImportError(f"{name} is not importable here")
+sys.meta_path.insert(0, NoBench())
+try:
+    import bench
+    raise SystemExit("bench was importable")
+except ImportError:
+    pass
+'''
+SCORE = WITHOUT_BENCH + '''
+import json, runpy
+folder, text_file, out = sys.argv[1:]
+score = runpy.run_path(folder + "/score_text.py")["score"]
+with open(text_file, "rb") as handle:
+    text = handle.read().decode("utf-8", "surrogateescape")
+from transformers import AutoTokenizer
+ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)(text)["input_ids"]
+with open(out, "w") as handle:
+    json.dump({"score": score(folder, text), "ids": ids}, handle)
+'''
+ENCODE = WITHOUT_BENCH + '''
+import json, numpy
+from transformers import AutoTokenizer
+text_file, *folders = sys.argv[1:]
+with open(text_file, "rb") as handle:
+    text = handle.read().decode("utf-8", "surrogateescape")
+for folder in folders:
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    ids = tokenizer(text)["input_ids"]
+    numpy.save(folder + "/ids.npy", numpy.asarray(ids, dtype=numpy.int64))
+    with open(folder + "/decoded.txt", "wb") as handle:
+        handle.write(tokenizer.decode(ids[1:]).encode("utf-8", "surrogateescape"))
+'''
+
+
+def without_bench(tmp: Path, script: str, *args: str) -> None:
+    """``script`` in a fresh Python where bench is not importable, with its own transformers module cache."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HOME": str(tmp / "hf-home"),
+                                                                          "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", script, *args], cwd=tmp, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, make_text):
+    root = tmp_path_factory.mktemp("plain")
+    paths = {split: root / f"{split}.txt" for split in ("train", "valid", "test")}
+    for seed, (split, path) in enumerate(paths.items()):
+        path.write_text(make_text(n_lines=200 if split == "train" else 30, seed=seed))
+    add_user_corpus("plain", paths, root / "data")
+    return root / "data", paths["test"]
+
+
+@pytest.fixture(scope="module")
+def exported(corpus, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """Each run of RUNS trained and exported: name -> (run folder, exported folder)."""
+    out = {}
+    for name, (model, scheme, sizes) in RUNS.items():
+        root = tmp_path_factory.mktemp(name)
+        train(RunSpec(model=model, preset="tiny", tokenizer=scheme, dataset="plain", seed=0,
+                      overrides={**SHARED, **sizes}, data_dir=str(corpus[0]), out_dir=str(root / "run")),
+              show_progress=False)
+        out[name] = root / "run", export_run(root / "run", root / "hf")
+    return out
+
+
+@pytest.fixture(scope="module")
+def scored(exported, corpus, tmp_path_factory) -> dict[str, dict]:
+    """Each exported folder scored on the test split by score_text.py without bench, beside bench eval's number."""
+    tmp = tmp_path_factory.mktemp("scored")
+    out = {}
+    for name, (run, folder) in exported.items():
+        without_bench(tmp, SCORE, str(folder), str(corpus[1]), str(tmp / f"{name}.json"))
+        out[name] = json.loads((tmp / f"{name}.json").read_text())
+        out[name]["bench"] = evaluate_checkpoint(run, split="test", streams=1)
+    return out
+
+
+def relative(a: float, b: float) -> float:
+    return abs(a - b) / abs(b)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(RUNS))
+def test_transformers_alone_scores_the_split_as_bench_eval_does(scored, exported, name):
+    mine, theirs = scored[name]["score"], scored[name]["bench"].metrics
+    assert mine["tokens"] == theirs.n_tokens and mine["bytes"] == theirs.n_bytes and mine["chars"] == theirs.n_chars
+    assert relative(mine["total_nll_nats"], theirs.total_nll_nats) <= TOLERANCE
+    assert relative(mine["bits_per_byte"], theirs.bits_per_byte) <= TOLERANCE
+    tokenizer = checkpoint.load(exported[name][0])["tokenizer"]
+    from tokenizers_study import tokenizer_from_bytes
+    bench_tokenizer = tokenizer_from_bytes(tokenizer.encode("ascii"))
+    text = read_text_exact(scored[name]["bench"].data.file)
+    assert scored[name]["ids"] == [bench_tokenizer.bos_id] + bench_tokenizer.encode(text).tolist()
+
+
+@pytest.mark.slow
+def test_the_folder_holds_what_the_field_expects(exported):
+    from safetensors.torch import load_file
+
+    run, folder = exported["sha-rnn-bpe"]
+    config = json.loads((folder / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_bench.BenchForCausalLM"
+    payload = checkpoint.load(run)
+    assert config["family"] == "sha-rnn" and config["window"] is None
+    assert config["eval_chunk"] == payload["resolved"]["train"]["eval_chunk"]  # as bench eval feeds it
+    weights = load_file(str(folder / "model.safetensors"))
+    best = payload["model"]
+    assert sorted(weights) == sorted(f"model.{name}" for name in best)
+    assert all(torch.equal(weights[f"model.{name}"], tensor) for name, tensor in best.items())
+    assert (folder / "tokenizer.json").is_file() and not (folder / "tokenization_bench.py").exists()
+    assert (exported["lstm-word-open"][1] / "tokenization_bench.py").is_file()
+    card = (folder / "README.md").read_text()
+    result = json.loads((run / "result.json").read_text())
+    for fact in (result["run_id"], result["data"]["splits"]["train"]["sha256"], f"{result['model']['params_total']:,}",
+                 f"{result['metrics']['valid']['bits_per_byte']:.4f}", result["provenance"]["git"]["commit"],
+                 "bits/byte", "word ppl", "licence of the text"):
+        assert fact in card
+    provenance = json.loads((folder / "bench_run.json").read_text())
+    assert provenance["run_id"] == result["run_id"] and provenance["data"]["test"]["sha256"]
+    assert not list(folder.parent.glob(".*.tmp"))  # the scratch folder became OUT
+
+
+@pytest.mark.slow
+def test_a_wrong_export_is_caught(exported, scored, corpus, tmp_path):
+    """A transposed weight and a shifted token id each change the number transformers gives."""
+    from safetensors.torch import load_file, save_file
+
+    run, folder = exported["sha-rnn-byte"]
+    transposed, shifted = tmp_path / "transposed", tmp_path / "shifted"
+    shutil.copytree(folder, transposed)
+    shutil.copytree(folder, shifted)
+    weights = load_file(str(transposed / "model.safetensors"))
+    square = next(name for name, w in weights.items() if w.dim() == 2 and w.shape[0] == w.shape[1])
+    weights[square] = weights[square].t().contiguous()
+    save_file(weights, str(transposed / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer = json.loads((shifted / "tokenizer.json").read_text())
+    vocab = tokenizer["model"]["vocab"]
+    vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # two of the text's most frequent bytes trade ids
+    (shifted / "tokenizer.json").write_text(json.dumps(tokenizer))
+    bench = scored["sha-rnn-byte"]["bench"].metrics.total_nll_nats
+    for broken in (transposed, shifted):
+        without_bench(tmp_path, SCORE, str(broken), str(corpus[1]), str(tmp_path / "out.json"))
+        theirs = json.loads((tmp_path / "out.json").read_text())
+        assert relative(theirs["score"]["total_nll_nats"], bench) > TOLERANCE, broken.name
+        if broken is shifted:
+            assert theirs["ids"] != scored["sha-rnn-byte"]["ids"]
+
+
+@pytest.mark.slow
+def test_eval_hf_scores_the_exported_transformer_to_the_same_number(exported, scored, corpus, tmp_path, cli):
+    run, folder = exported["transformer-char"]
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
+    args = ["eval-hf", str(folder), "--dataset", "plain", "--split", "test", "--streams", "1", "--data-dir",
+            str(corpus[0]), "--json"]
+    refused = cli(*args, "--out", str(tmp_path / "refused"), env=env)
+    assert refused.returncode == 1 and "give --trust-remote-code" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    done = cli(*args, "--trust-remote-code", "--out", str(tmp_path / "hf"), env=env)
+    assert done.returncode == 0, done.stderr
+    total = json.loads(done.stdout)["metrics"]["test"]["total_nll_nats"]
+    assert relative(total, scored["transformer-char"]["bench"].metrics.total_nll_nats) <= TOLERANCE
+    recurrent = cli("eval-hf", str(exported["sha-rnn-bpe"][1]), *args[2:], "--trust-remote-code", "--out",
+                    str(tmp_path / "rnn"), env=env)
+    assert recurrent.returncode == 1 and "eval-hf scores windows without its state" in recurrent.stderr
+
+
+@pytest.mark.slow
+def test_bench_eval_and_init_from_read_the_exported_folder(exported, scored, corpus, tmp_path):
+    run, folder = exported["sha-rnn-bpe"]
+    again = evaluate_checkpoint(folder, split="test", streams=1)
+    assert again.metrics.total_nll_nats == scored["sha-rnn-bpe"]["bench"].metrics.total_nll_nats
+    assert again.verified == scored["sha-rnn-bpe"]["bench"].verified
+    best = checkpoint.load(run)
+    result = train(RunSpec(model="sha-rnn", preset="tiny", tokenizer="bpe:300", dataset="plain", seed=1,
+                           overrides={**SHARED, **TINY_RNN, "max_steps": 2, "init_from": str(folder)},
+                           data_dir=str(corpus[0]), out_dir=str(tmp_path / "more")), show_progress=False)
+    assert result.training.started_from == {"run_id": best["run_id"], "weights_sha256": weights_digest(best["model"])}
+    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(BenchError, match="is not the file bench_run.json records"):
+        evaluate_checkpoint(folder, split="test", streams=1)
+
+
+def test_an_export_never_writes_beside_a_run_or_over_a_folder(tmp_path):
+    with pytest.raises(BenchError, match="is not a run folder"):
+        export_run(tmp_path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.mirror
+def test_the_exported_tokenizers_give_bench_ids_on_wikitext2_test(wt2_data_dir, tmp_path):
+    """Every trained scheme: tokenizer.json (byte, char, BPE) or the scheme's own code (the rest); ids equal
+    bench's on the whole test split, and the text comes back wherever the scheme is lossless."""
+    train_text = read_text_exact(wt2_data_dir / "wikitext-2" / "wiki.train.tokens")[:1_000_000]
+    test_file = wt2_data_dir / "wikitext-2" / "wiki.test.tokens"
+    test = read_text_exact(test_file)
+    schemes = ["byte", "char", "bpe:1024", "word-open:2048", "word:2048", "sp-unigram:1024", "sp-bpe:1024"]
+    folders, tokenizers = [], {}
+    for scheme in schemes:
+        tokenizer = train_tokenizer(scheme, train_text)
+        folder = tmp_path / scheme.replace(":", "-")
+        folder.mkdir()
+        write_tokenizer(folder, tokenizer, tokenizer.to_bytes().decode("ascii"))
+        folders.append(str(folder))
+        tokenizers[str(folder)] = tokenizer
+    without_bench(tmp_path, ENCODE, str(test_file), *folders)
+    for folder, tokenizer in tokenizers.items():
+        ids = np.load(Path(folder) / "ids.npy")
+        assert ids[0] == tokenizer.bos_id, folder
+        assert np.array_equal(ids[1:], tokenizer.encode(test)), folder
+        decoded = read_text_exact(Path(folder) / "decoded.txt")
+        assert (decoded == test) == tokenizer.lossless_scheme, folder
+
+
+def test_tokenizer_json_gives_the_scheme_ids_on_awkward_text(adversarial_texts, corpus_text):
+    """The library's file of each scheme that has one, on texts of blank lines, runs of spaces, tabs, CRLF and
+    characters unseen in training (not undecodable bytes or a literal <bos>, which it cannot take)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    texts = [t for t in adversarial_texts if "<bos>" not in t and not any(0xDC80 <= ord(c) <= 0xDCFF for c in t)]
+    texts += [" = Title = \n \n The text . \n \n \n", "a \n\n\n  b \n \t\n", "\n \n \n"]  # WikiText's blank lines
+    for scheme in ("byte", "char", "bpe:300"):
+        tokenizer = train_tokenizer(scheme, corpus_text.replace("\n", " \n \n "))  # merges across line breaks
+        library = HFTokenizer.from_str(tokenizer.hf_tokenizer_json())
+        for text in texts:
+            assert library.encode(text).ids == [tokenizer.bos_id] + tokenizer.encode(text).tolist(), (scheme, text)
+            assert library.decode(library.encode(text).ids[1:], skip_special_tokens=False) == text, (scheme, text)
