@@ -166,29 +166,27 @@ class _WordTokenizer(Tokenizer):
     def byte_lengths(self, ids) -> np.ndarray:
         """Bytes each token decodes to; an implicit space is counted with the word that follows it."""
         ids = np.asarray(ids, dtype=np.int64)
-        lengths = np.zeros(len(ids), dtype=np.int64)
-        surface = self._surface
-        after_word = False
-        in_spelling = False
-        for k, i in enumerate(i for block in id_blocks(ids) for i in block):
-            if in_spelling and self.byte_base <= i < self.ws_base:
-                lengths[k] = 1
-                continue
-            in_spelling = False
-            if i == 0:
-                continue
-            starts_word = i >= self.word_base or i == 1
-            if starts_word:
-                lengths[k] = int(after_word)
-                after_word = True
-                if i == 1 and self.lossless_scheme:
-                    in_spelling = True
-                else:
-                    lengths[k] += len(text_bytes(surface[i]))
-            else:  # whitespace token
-                lengths[k] = len(text_bytes(surface[i]))
-                after_word = False
-        return lengths
+        if len(ids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        positions = np.arange(len(ids))
+        is_byte = (ids >= self.byte_base) & (ids < self.ws_base)
+        # a byte token spells the word of the <oov> before its run of bytes
+        last_other = np.maximum.accumulate(np.where(is_byte, -1, positions))
+        if is_byte.any() and ((last_other[is_byte] < 0).any() or (ids[last_other[is_byte].clip(0)] != 1).any()):
+            raise ValueError("a byte token that follows no <oov>: not an encoding of this scheme")
+        starts_word = (ids >= self.word_base) | (ids == 1)
+        whitespace = (ids >= self.ws_base) & (ids < self.word_base)
+        # whether a word came last before each token (<bos> and spelled bytes change nothing)
+        last_change = np.maximum.accumulate(np.where(starts_word | whitespace, positions, -1))
+        before = np.concatenate([[-1], last_change[:-1]])
+        after_word = (before >= 0) & starts_word[before.clip(0)]
+        lengths = np.where(is_byte, 1, 0) + np.where(starts_word, after_word, 0)
+        spelled = (ids == 1) & self.lossless_scheme  # <oov>: its bytes follow
+        return lengths + np.where((starts_word & ~spelled) | whitespace, self._surface_bytes[ids.clip(0)], 0)
+
+    @cached_property
+    def _surface_bytes(self) -> np.ndarray:
+        return np.array([len(text_bytes(s)) if s is not None else 0 for s in self._surface], dtype=np.int64)
 
     # ---- decoding -------------------------------------------------------
 

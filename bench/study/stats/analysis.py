@@ -5,14 +5,15 @@ and documents are in :mod:`bench.study.stats.uncertainty`."""
 
 from __future__ import annotations
 
+import functools
 import math
-import re
 
 import numpy as np
 
 from bench.engine.learning import unigram_log_probs, unigram_nll
 from bench.metrics import normalize_counts
 from tokenizers_study.text import char_byte_offsets, text_bytes, text_counts
+from tokenizers_study.words import whitespace_characters
 
 
 def unigram_floor(run) -> dict:
@@ -63,28 +64,34 @@ def word_of_tokens(tokenizer, ids: np.ndarray) -> np.ndarray:
     BPE piece " the" belongs to "the" and a word-level token to its word.
     """
     decoded = tokenizer.decode(ids)
-    data = text_bytes(decoded)
-    lengths = tokenizer.byte_lengths(ids)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    # Words as byte spans, from the same definition the metrics use (str.split's whitespace).
-    char_offsets = char_byte_offsets(decoded)
-    spans = np.array([(m.start(), m.end()) for m in re.finditer(r"\S+", decoded)], dtype=np.int64).reshape(-1, 2)
-    word_start, word_end = char_offsets[spans[:, 0]], char_offsets[spans[:, 1]]
-    # First non-whitespace byte of each token: skip its leading whitespace bytes.
-    is_space = np.zeros(len(data) + 1, dtype=bool)
-    is_space[:-1] = np.frombuffer(data, dtype=np.uint8) <= 0x20
-    anchors = starts.copy()
-    for k in np.flatnonzero(is_space[np.minimum(starts, len(data))] & (lengths > 0)):
-        end = starts[k] + lengths[k]
-        pos = starts[k]
-        while pos < end and is_space[pos]:
-            pos += 1
-        anchors[k] = pos if pos < end else -1
-    anchors[lengths == 0] = -1
+    data = np.frombuffer(text_bytes(decoded), dtype=np.uint8)
+    lengths = tokenizer.byte_lengths(ids).astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
+    word_start, word_end = word_byte_spans(decoded)
+    # First non-whitespace byte at or after each byte (len(data) past the last): a token's, if inside it
+    solid = np.where(data <= 0x20, len(data), np.arange(len(data)))
+    next_solid = np.append(np.minimum.accumulate(solid[::-1])[::-1], len(data))
+    anchors = next_solid[np.minimum(starts, len(data))]
+    anchors = np.where((lengths > 0) & (anchors < starts + lengths), anchors, -1)
     word = np.searchsorted(word_start, anchors, side="right") - 1
     valid = (anchors >= 0) & (word >= 0)
     valid[valid] &= anchors[valid] < word_end[word[valid]]
     return np.where(valid, word, -1)
+
+
+def word_byte_spans(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Where each whitespace-separated word of ``text`` begins and ends, in bytes: the words of ``str.split``,
+    which the metrics count."""
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    space = np.isin(points, _whitespace())
+    edges = np.diff(np.concatenate([[True], space, [True]]).astype(np.int8))  # -1: a word begins, +1: it ends
+    offsets = char_byte_offsets(text)
+    return offsets[np.flatnonzero(edges == -1)], offsets[np.flatnonzero(edges == 1)]
+
+
+@functools.cache
+def _whitespace() -> np.ndarray:
+    return np.array([ord(c) for c in whitespace_characters()], dtype=np.uint32)
 
 
 def piece_profile(tokenizer, ids: np.ndarray, token_nll: np.ndarray, max_pieces: int = 6,
