@@ -271,3 +271,24 @@ def test_tokenizer_json_gives_the_scheme_ids_on_awkward_text(adversarial_texts, 
         for text in texts:
             assert library.encode(text).ids == [tokenizer.bos_id] + tokenizer.encode(text).tolist(), (scheme, text)
             assert library.decode(library.encode(text).ids[1:], skip_special_tokens=False) == text, (scheme, text)
+
+
+@pytest.mark.slow
+def test_the_readme_commands_as_written(exported, scored, tmp_path, cli):
+    """README's "Share a trained model": its bench export and bench eval lines, and its Python, without bench."""
+    from tests.conftest import REPO
+
+    section = (REPO / "README.md").read_text().split("## Share a trained model", 1)[1].split("\n## ", 1)[0]
+    shell, python = (block.split("\n", 1)[1] for block in section.split("```")[1:4:2])
+    lines = {line.split("#")[0].split()[1]: line.split("#")[0].split() for line in shell.splitlines()
+             if line.startswith("bench ")}
+    run, out = exported["lstm-word-open"][0], tmp_path / "shared"
+    places = {"RUN_FOLDER": str(run), "OUT_FOLDER": str(out)}
+    for command in ("export", "eval"):
+        argv = [places.get(arg, arg) for arg in lines[command][1:]]
+        done = cli(*argv, *(["--json"] if command == "eval" else []))
+        assert done.returncode == 0, done.stderr
+    total = json.loads(done.stdout)["metrics"]["total_nll_nats"]
+    assert total == scored["lstm-word-open"]["bench"].metrics.total_nll_nats
+    without_bench(tmp_path, WITHOUT_BENCH + python.replace("OUT_FOLDER", str(out))
+                  + "\nassert out.logits.shape[1] == ids.shape[1] and ids[0, 0] == tokenizer.bos_token_id")
