@@ -26,6 +26,7 @@ from bench.engine.score.inference import evaluate_checkpoint  # noqa: E402
 from bench.engine.spec import RunSpec  # noqa: E402
 from bench.errors import BenchError  # noqa: E402
 from bench.export.hf_folder import export_run, write_tokenizer  # noqa: E402
+from tests.test_pretrained import gpt2_like  # noqa: E402
 from tokenizers_study.registry import train_tokenizer  # noqa: E402
 from tokenizers_study.text import read_text_exact  # noqa: E402
 
@@ -240,11 +241,12 @@ def test_the_exported_tokenizers_give_bench_ids_on_wikitext2_test(wt2_data_dir, 
     train_text = read_text_exact(wt2_data_dir / "wikitext-2" / "wiki.train.tokens")[:1_000_000]
     test_file = wt2_data_dir / "wikitext-2" / "wiki.test.tokens"
     test = read_text_exact(test_file)
-    schemes = ["byte", "char", "bpe:1024", "word-open:2048", "word:2048", "sp-unigram:1024", "sp-bpe:1024"]
+    schemes = ["byte", "char", "bpe:1024", "word-open:2048", "word:2048", "sp-unigram:1024", "sp-bpe:1024",
+               f"hf:{gpt2_like(tmp_path / 'gpt2', train_text)}"]
     folders, tokenizers = [], {}
     for scheme in schemes:
         tokenizer = train_tokenizer(scheme, train_text)
-        folder = tmp_path / scheme.replace(":", "-")
+        folder = tmp_path / scheme.split("/")[0].replace(":", "-")
         folder.mkdir()
         write_tokenizer(folder, tokenizer, tokenizer.to_bytes().decode("ascii"))
         folders.append(str(folder))
@@ -255,17 +257,18 @@ def test_the_exported_tokenizers_give_bench_ids_on_wikitext2_test(wt2_data_dir, 
         assert ids[0] == tokenizer.bos_id, folder
         assert np.array_equal(ids[1:], tokenizer.encode(test)), folder
         decoded = read_text_exact(Path(folder) / "decoded.txt")
-        assert (decoded == test) == tokenizer.lossless_scheme, folder
+        assert (decoded == test) == tokenizer.loss_report(test).lossless, folder
 
 
-def test_tokenizer_json_gives_the_scheme_ids_on_awkward_text(adversarial_texts, corpus_text):
+def test_tokenizer_json_gives_the_scheme_ids_on_awkward_text(adversarial_texts, corpus_text, tmp_path):
     """The library's file of each scheme that has one, on texts of blank lines, runs of spaces, tabs, CRLF and
     characters unseen in training (not undecodable bytes or a literal <bos>, which it cannot take)."""
     from tokenizers import Tokenizer as HFTokenizer
 
     texts = [t for t in adversarial_texts if "<bos>" not in t and not any(0xDC80 <= ord(c) <= 0xDCFF for c in t)]
-    texts += [" = Title = \n \n The text . \n \n \n", "a \n\n\n  b \n \t\n", "\n \n \n"]  # WikiText's blank lines
-    for scheme in ("byte", "char", "bpe:300"):
+    texts += [" = Title = \n \n The text . \n \n \n", "a \n\n\n  b \n \t\n", "\n \n \n",  # WikiText's blank lines
+              "a <|endoftext|> in the text"]  # a pretrained file's special token, which the scheme reads as text
+    for scheme in ("byte", "char", "bpe:300", f"hf:{gpt2_like(tmp_path / 'gpt2', corpus_text)}"):
         tokenizer = train_tokenizer(scheme, corpus_text.replace("\n", " \n \n "))  # merges across line breaks
         library = HFTokenizer.from_str(tokenizer.hf_tokenizer_json())
         for text in texts:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tokenizers_study.base import LossReport, SchemeSpec, Tokenizer, lost_bytes, lost_words
+from tokenizers_study.base import BOS, LossReport, SchemeSpec, Tokenizer, lost_bytes, lost_words
 from tokenizers_study.bpe import byte_symbols
 from tokenizers_study.errors import TokenizerError
 
@@ -122,6 +122,18 @@ class HFTokenizerFile(_Pretrained):
     @cached_property
     def _own_bos(self) -> int | None:
         return next((self.hf.token_to_id(t) for t in START_TOKENS if self.hf.token_to_id(t) is not None), None)
+
+    def hf_tokenizer_json(self) -> str:
+        """The file as this scheme encodes with it: no truncation or padding, its special tokens never read in the
+        text, and its start token (or ``<bos>``, one id past its vocabulary) before every encoding."""
+        from tokenizers import Tokenizer as HFTokenizer
+        from tokenizers import processors
+
+        tokenizer = HFTokenizer.from_str(self.encoder.to_str())
+        start = next((t for t in START_TOKENS if self.hf.token_to_id(t) is not None), BOS)
+        tokenizer.post_processor = processors.TemplateProcessing(single=f"{start} $A",
+                                                                 special_tokens=[(start, self.bos_id)])
+        return tokenizer.to_str()
 
     @property
     def vocab_size(self) -> int:

@@ -153,7 +153,11 @@ def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> None
                 "model_max_length": 10**30, "add_bos_token": True}
     hf_json = tokenizer.hf_tokenizer_json()
     if hf_json is not None:
+        from tokenizers import Tokenizer as HFTokenizer
+
         (folder / "tokenizer.json").write_text(hf_json, encoding="utf-8")
+        # the start token by its own name where the file has one (a pretrained file's "<|endoftext|>")
+        settings["bos_token"] = HFTokenizer.from_str(hf_json).id_to_token(tokenizer.bos_id) or "<bos>"
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
     else:
         from tokenizers_study.registry import __name__ as registry
