@@ -265,10 +265,11 @@ def test_tokenizer_json_gives_the_scheme_ids_on_awkward_text(adversarial_texts, 
     characters unseen in training (not undecodable bytes or a literal <bos>, which it cannot take)."""
     from tokenizers import Tokenizer as HFTokenizer
 
-    texts = [t for t in adversarial_texts if "<bos>" not in t and not any(0xDC80 <= ord(c) <= 0xDCFF for c in t)]
+    texts = [t for t in adversarial_texts if "<bos>" not in t and "\u2581" not in t
+             and not any(0xDC80 <= ord(c) <= 0xDCFF for c in t)]
     texts += [" = Title = \n \n The text . \n \n \n", "a \n\n\n  b \n \t\n", "\n \n \n",  # WikiText's blank lines
               "a <|endoftext|> in the text"]  # a pretrained file's special token, which the scheme reads as text
-    for scheme in ("byte", "char", "bpe:300", f"hf:{gpt2_like(tmp_path / 'gpt2', corpus_text)}"):
+    for scheme in ("byte", "char", "bpe:300", f"hf:{gpt2_like(tmp_path / 'gpt2', corpus_text)}", "sp-bpe:300"):
         tokenizer = train_tokenizer(scheme, corpus_text.replace("\n", " \n \n "))  # merges across line breaks
         library = HFTokenizer.from_str(tokenizer.hf_tokenizer_json())
         for text in texts:
