@@ -54,14 +54,17 @@ except ImportError:
 '''
 SCORE = WITHOUT_BENCH + '''
 import json, runpy
-folder, text_file, out = sys.argv[1:]
-score = runpy.run_path(folder + "/score_text.py")["score"]
+text_file, out, *folders = sys.argv[1:]
 with open(text_file, "rb") as handle:
     text = handle.read().decode("utf-8", "surrogateescape")
 from transformers import AutoTokenizer
-ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)(text)["input_ids"]
+scored = {}
+for folder in folders:
+    score = runpy.run_path(folder + "/score_text.py")["score"]
+    ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)(text)["input_ids"]
+    scored[folder] = {"score": score(folder, text), "ids": ids}
 with open(out, "w") as handle:
-    json.dump({"score": score(folder, text), "ids": ids}, handle)
+    json.dump(scored, handle)
 '''
 ENCODE = WITHOUT_BENCH + '''
 import json, numpy
@@ -112,12 +115,27 @@ def exported(corpus, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 
 @pytest.fixture(scope="module")
 def scored(exported, corpus, tmp_path_factory) -> dict[str, dict]:
-    """Each exported folder scored on the test split by score_text.py without bench, beside bench eval's number."""
+    """Each exported folder, and two broken copies of the byte SHA-RNN's, scored on the test split by score_text.py
+    in one Python without bench, beside bench eval's number: name -> {score, ids, bench}."""
+    from safetensors.torch import load_file, save_file
+
     tmp = tmp_path_factory.mktemp("scored")
-    out = {}
-    for name, (run, folder) in exported.items():
-        without_bench(tmp, SCORE, str(folder), str(corpus[1]), str(tmp / f"{name}.json"))
-        out[name] = json.loads((tmp / f"{name}.json").read_text())
+    folders = {name: folder for name, (_, folder) in exported.items()}
+    folders |= {"transposed": tmp / "transposed", "shifted": tmp / "shifted"}
+    for broken in ("transposed", "shifted"):
+        shutil.copytree(exported["sha-rnn-byte"][1], folders[broken])
+    weights = load_file(str(folders["transposed"] / "model.safetensors"))  # a square weight transposed
+    square = next(name for name, w in weights.items() if w.dim() == 2 and w.shape[0] == w.shape[1])
+    save_file(weights | {square: weights[square].t().contiguous()}, str(folders["transposed"] / "model.safetensors"),
+              metadata={"format": "pt"})
+    tokenizer = json.loads((folders["shifted"] / "tokenizer.json").read_text())
+    vocab = tokenizer["model"]["vocab"]
+    vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # two of the text's most frequent bytes trade ids
+    (folders["shifted"] / "tokenizer.json").write_text(json.dumps(tokenizer))
+    without_bench(tmp, SCORE, str(corpus[1]), str(tmp / "scored.json"), *map(str, folders.values()))
+    found = json.loads((tmp / "scored.json").read_text())
+    out = {name: found[str(folder)] for name, folder in folders.items()}
+    for name, (run, _) in exported.items():
         out[name]["bench"] = evaluate_checkpoint(run, split="test", streams=1)
     return out
 
@@ -168,29 +186,13 @@ def test_the_folder_holds_what_the_field_expects(exported):
 
 
 @pytest.mark.slow
-def test_a_wrong_export_is_caught(exported, scored, corpus, tmp_path):
+def test_a_wrong_export_is_caught(scored):
     """A transposed weight and a shifted token id each change the number transformers gives."""
-    from safetensors.torch import load_file, save_file
-
-    run, folder = exported["sha-rnn-byte"]
-    transposed, shifted = tmp_path / "transposed", tmp_path / "shifted"
-    shutil.copytree(folder, transposed)
-    shutil.copytree(folder, shifted)
-    weights = load_file(str(transposed / "model.safetensors"))
-    square = next(name for name, w in weights.items() if w.dim() == 2 and w.shape[0] == w.shape[1])
-    weights[square] = weights[square].t().contiguous()
-    save_file(weights, str(transposed / "model.safetensors"), metadata={"format": "pt"})
-    tokenizer = json.loads((shifted / "tokenizer.json").read_text())
-    vocab = tokenizer["model"]["vocab"]
-    vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # two of the text's most frequent bytes trade ids
-    (shifted / "tokenizer.json").write_text(json.dumps(tokenizer))
     bench = scored["sha-rnn-byte"]["bench"].metrics.total_nll_nats
-    for broken in (transposed, shifted):
-        without_bench(tmp_path, SCORE, str(broken), str(corpus[1]), str(tmp_path / "out.json"))
-        theirs = json.loads((tmp_path / "out.json").read_text())
-        assert relative(theirs["score"]["total_nll_nats"], bench) > TOLERANCE, broken.name
-        if broken is shifted:
-            assert theirs["ids"] != scored["sha-rnn-byte"]["ids"]
+    for broken in ("transposed", "shifted"):
+        assert relative(scored[broken]["score"]["total_nll_nats"], bench) > TOLERANCE, broken
+    assert scored["transposed"]["ids"] == scored["sha-rnn-byte"]["ids"]
+    assert scored["shifted"]["ids"] != scored["sha-rnn-byte"]["ids"]
 
 
 @pytest.mark.slow
@@ -199,9 +201,10 @@ def test_eval_hf_scores_the_exported_transformer_to_the_same_number(exported, sc
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
     args = ["eval-hf", str(folder), "--dataset", "plain", "--split", "test", "--streams", "1", "--data-dir",
             str(corpus[0]), "--json"]
-    refused = cli(*args, "--out", str(tmp_path / "refused"), env=env)
-    assert refused.returncode == 1 and "give --trust-remote-code" in refused.stderr
-    assert not (tmp_path / "refused").exists()
+    from bench.engine.score.hf_eval import HFEvalSettings, identify
+
+    with pytest.raises(BenchError, match="give --trust-remote-code"):  # before anything is loaded or written
+        identify(HFEvalSettings(str(folder), "plain", data_dir=str(corpus[0])))
     done = cli(*args, "--trust-remote-code", "--out", str(tmp_path / "hf"), env=env)
     assert done.returncode == 0, done.stderr
     total = json.loads(done.stdout)["metrics"]["test"]["total_nll_nats"]
