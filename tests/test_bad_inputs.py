@@ -432,6 +432,7 @@ CASES = [
     # bench export: a finished run, into a new folder of its own
     ("export of an unfinished run", ["export", "{unfinished_run}", "{new}"], "has not finished (no result.json)"),
     ("export of a folder that is no run", ["export", "{data}", "{new}"], "is not a run folder"),
+    ("export of a run whose best.pt is lost", ["export", "{bestless_run}", "{new}"], "has no best.pt, the weights"),
     ("export into an existing folder", ["export", "{run}", "{sandbox}"], "exists; bench export writes a new folder"),
     ("export over another run", ["export", "{run}", "{lstm_run}"], "exists; bench export writes a new folder"),
     ("export into the run's own folder", ["export", "{run}", "{run}/hf"], "would be inside another command's folder"),
@@ -496,6 +497,9 @@ def sandbox(tmp_path_factory, make_toy_corpus):
     places["unfinished_run"] = root / "unfinished"  # a run stopped before its result
     shutil.copytree(places["run"], places["unfinished_run"])
     (places["unfinished_run"] / "result.json").unlink()
+    places["bestless_run"] = root / "bestless"  # its result scored best.pt, since lost
+    shutil.copytree(places["run"], places["bestless_run"])
+    (places["bestless_run"] / "best.pt").unlink()
     places["link_out"] = root / "link-out"
     places["link_out"].symlink_to(root / "nowhere")
     places["hf_result"] = root / "hf-result"  # a result of kind pretrained, as eval-hf writes one (no weights)

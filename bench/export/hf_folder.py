@@ -29,7 +29,7 @@ from bench.fileio import give_plain_modes, json_text, sha256_file
 from bench.models import MODELS
 from bench.ownership import enclosing_owner, owner_of
 from bench.provenance import git_commit
-from bench.run_files import RESULT
+from bench.run_files import BEST, RESULT
 from tokenizers_study import Tokenizer
 
 FORMATS = ("hf",)
@@ -44,7 +44,7 @@ def export_run(run: str | Path, out: str | Path, format: str = "hf") -> Path:
     if text_argument(format, "--format") not in FORMATS:
         raise BenchError(f"--format {format!r} is not a format of bench export; give one of {', '.join(FORMATS)}")
     result, loaded = finished_run(run)
-    claim_export_folder(out, run)
+    claim_export_folder(out)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         write_folder(scratch, run, result, loaded)
@@ -69,6 +69,9 @@ def finished_run(run: Path) -> tuple[RunResult, Loaded]:
     if result.status != DONE or result.kind != TRAINED:
         raise BenchError(f"{run / RESULT} is not a finished training run's result (kind {result.kind}); export a "
                          f"run trained here (a model scored with eval-hf is already someone else's folder)")
+    if result.evaluation.weights.startswith("best") and not (run / BEST).is_file():
+        raise BenchError(f"{run} has no {BEST}, the weights its {RESULT} scored ({result.evaluation.weights}); "
+                         f"nothing is exported: restore {BEST}, or train the run again")
     loaded = load_model(run, "cpu")
     if loaded.payload.get("run_id") != result.run_id:
         raise BenchError(f"{run}: its weights {checkpoint.locate(run).name} are of run {loaded.payload.get('run_id')} "
@@ -76,7 +79,7 @@ def finished_run(run: Path) -> tuple[RunResult, Loaded]:
     return result, loaded
 
 
-def claim_export_folder(out: Path, run: Path) -> None:
+def claim_export_folder(out: Path) -> None:
     """A new folder, outside every run, matrix and report folder, the run's own included."""
     if out.is_symlink():
         raise BenchError(f"OUT {out} is a link; give a new folder's own path")
@@ -84,11 +87,9 @@ def claim_export_folder(out: Path, run: Path) -> None:
         raise BenchError(f"OUT {out} exists; bench export writes a new folder only: give a path that does not exist")
     if not out.parent.is_dir():
         raise BenchError(f"OUT {out}: folder {out.parent} does not exist; create it or choose another path")
-    if (owner := owner_of(out.parent) or enclosing_owner(out.parent)) is not None:
+    if (owner := owner_of(out.parent) or enclosing_owner(out.parent)) is not None:  # the run's own folder too
         raise BenchError(f"OUT {out} would be inside another command's folder: {owner.describe()}; give a folder "
                          f"outside it")
-    if out.parent.resolve() == run.resolve():
-        raise BenchError(f"OUT {out} is inside the run folder {run}; give a folder outside it")
 
 
 def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> None:
