@@ -299,3 +299,25 @@ def test_the_readme_commands_as_written(exported, scored, tmp_path, cli):
     assert total == scored["lstm-word-open"]["bench"].metrics.total_nll_nats
     without_bench(tmp_path, WITHOUT_BENCH + python.replace("OUT_FOLDER", str(out))
                   + "\nassert out.logits.shape[1] == ids.shape[1] and ids[0, 0] == tokenizer.bos_token_id")
+
+
+def test_vendoring_makes_imports_relative_and_refuses_what_a_flat_file_cannot_be(tmp_path):
+    """The family's code is copied with its first-party imports made relative; an import that would need a package
+    (or a plain `import bench...`) fails at export, by name, never in the user's hands."""
+    from bench.export.vendor import _first_party_imports, check_copied_along, relative, vendor
+
+    assert relative("m", "from bench.models.common import LanguageModel\n") == \
+        "from .bench_models_common import LanguageModel\n"
+    assert relative("m", "def f():\n    import tokenizers_study.text as text_module\n") == \
+        "def f():\n    from . import tokenizers_study_text as text_module\n"
+    with pytest.raises(BenchError, match="import of bench.models.common cannot be made relative"):
+        relative("m", "import bench.models.common\n")
+    with pytest.raises(BenchError, match="`from bench import models` imports a module"):
+        _first_party_imports("m", "from bench import models\n")
+    written = vendor(["bench.models.lstm"], tmp_path)
+    assert sorted(written) == ["bench_models_common.py", "bench_models_lstm.py", "bench_settings.py"]
+    (tmp_path / "root.py").write_text("from .bench_models_lstm import LSTMLM\n")
+    check_copied_along(tmp_path, "root.py", written)
+    (tmp_path / "root.py").write_text("from . import bench_models_lstm\n")  # transformers would copy nothing
+    with pytest.raises(BenchError, match="would not be copied along with root.py"):
+        check_copied_along(tmp_path, "root.py", written)
