@@ -16,8 +16,8 @@ from pathlib import Path
 from bench.errors import BenchError
 
 FIRST_PARTY = ("bench", "tokenizers_study")
-_FROM = re.compile(r"^(?P<indent>\s*)from (?P<module>(?:%s)(?:\.\w+)*) import " % "|".join(FIRST_PARTY), re.M)
-_IMPORT_AS = re.compile(r"^(?P<indent>\s*)import (?P<module>(?:%s)(?:\.\w+)+) as (?P<name>\w+)\s*$"
+_FROM = re.compile(r"^(?P<indent>[ \t]*)from (?P<module>(?:%s)(?:\.\w+)*) import " % "|".join(FIRST_PARTY), re.M)
+_IMPORT_AS = re.compile(r"^(?P<indent>[ \t]*)import (?P<module>(?:%s)(?:\.\w+)+) as (?P<name>\w+)[ \t]*$"
                         % "|".join(FIRST_PARTY), re.M)
 
 
