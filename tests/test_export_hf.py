@@ -297,8 +297,17 @@ def test_the_readme_commands_as_written(exported, scored, tmp_path, cli):
         assert done.returncode == 0, done.stderr
     total = json.loads(done.stdout)["metrics"]["total_nll_nats"]
     assert total == scored["lstm-word-open"]["bench"].metrics.total_nll_nats
-    without_bench(tmp_path, WITHOUT_BENCH + python.replace("OUT_FOLDER", str(out))
-                  + "\nassert out.logits.shape[1] == ids.shape[1] and ids[0, 0] == tokenizer.bos_token_id")
+    without_bench(tmp_path, WITHOUT_BENCH + python.replace("OUT_FOLDER", str(out)) + GREEDY)
+
+
+GREEDY = """
+assert out.logits.shape[1] == ids.shape[1] and ids[0, 0] == tokenizer.bos_token_id
+import torch
+greedy = ids
+for _ in range(4):  # the most likely next token, by hand: what generate() must give
+    greedy = torch.cat([greedy, model(greedy).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+assert model.generate(ids, max_new_tokens=4, do_sample=False).tolist() == greedy.tolist()
+"""
 
 
 def test_vendoring_makes_imports_relative_and_refuses_what_a_flat_file_cannot_be(tmp_path):
