@@ -225,9 +225,18 @@ def test_bench_eval_and_init_from_read_the_exported_folder(exported, scored, cor
                            overrides={**SHARED, **TINY_RNN, "max_steps": 2, "init_from": str(folder)},
                            data_dir=str(corpus[0]), out_dir=str(tmp_path / "more")), show_progress=False)
     assert result.training.started_from == {"run_id": best["run_id"], "weights_sha256": weights_digest(best["model"])}
-    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:-8] + b"\0" * 8)
+    other = {split: tmp_path / f"{split}.txt" for split in ("train", "valid", "test")}  # the same corpus name,
+    for split, path in other.items():                                                  # another test text
+        shutil.copyfile(corpus[0].parent / f"{split}.txt", path)
+    other["test"].write_text(other["test"].read_text() + "one more line\n")
+    add_user_corpus("plain", other, tmp_path / "other-data")
+    with pytest.raises(BenchError, match="is not the file this run recorded"):  # the folder's records, checked
+        evaluate_checkpoint(folder, split="test", data_dir=tmp_path / "other-data")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(folder, damaged)
+    (damaged / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:-8] + b"\0" * 8)
     with pytest.raises(BenchError, match="is not the file bench_run.json records"):
-        evaluate_checkpoint(folder, split="test", streams=1)
+        evaluate_checkpoint(damaged, split="test", streams=1)
 
 
 def test_an_export_never_writes_beside_a_run_or_over_a_folder(tmp_path):
