@@ -29,7 +29,7 @@ nice -n 19 "$BIN/bench" baselines wikitext-2 --splits test --quiet > /dev/null 2
 baselines=$!
 trap 'kill "$baselines" 2>/dev/null || true; rm -f "$PHASES"' EXIT  # a demo stopped early leaves nothing running
 # The plan trains the tokenizers and encodes the splits (cached for the runs), so that their time is told apart.
-"$BIN/bench" run-matrix configs/quick.toml --dry-run --jobs "$JOBS" > /dev/null
+"$BIN/bench" run-matrix configs/quick.toml --dry-run > /dev/null
 phase tokenizers
 "$BIN/bench" run-matrix configs/quick.toml --jobs "$JOBS"
 phase runs

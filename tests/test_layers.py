@@ -28,9 +28,12 @@ BELOW = {
                            "bench.study.stats", "bench.study.matrix"),
     "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
                     "bench.study.stats", "bench.study.matrix", "bench.study.report"),
+    # a finished run written for other tools (the engine reads such a folder back itself)
+    "bench.export": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
     "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
-                       *STUDY),
-    "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", *STUDY),
+                       *STUDY, "bench.export"),
+    "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", *STUDY,
+                  "bench.export"),
 }
 
 
@@ -43,7 +46,7 @@ def layer(module: str) -> str:
     if module.startswith("tokenizers_study"):
         return "tokenizers_study"
     for name in ("bench.data", "bench.models", "bench.engine", "bench.study.stats", "bench.study.matrix",
-                 "bench.study.report", "bench.study", "bench.commands", "bench.api"):
+                 "bench.study.report", "bench.study", "bench.export", "bench.commands", "bench.api"):
         if module == name or module.startswith(name + "."):
             return name
     return "bench.core"

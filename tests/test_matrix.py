@@ -211,27 +211,6 @@ def test_parallel_jobs(toy, capsys):
         run_matrix(config_path, results, data_dir=data, execution=Execution(jobs=2, show_progress=False, threads=0))
 
 
-def test_tokenizers_trained_side_by_side_plan_what_one_at_a_time_plans(toy, monkeypatch):
-    """--jobs 2 trains the tokenizers in two worker processes before the plan: this process trains none of them, and
-    the plan (run ids, vocabularies, tokens per character) is that of --jobs 1 on a data folder of its own."""
-    from bench.data import cache
-
-    config_path, results, data = toy
-    alone = run_matrix(config_path, results, data_dir=data, execution=Execution(show_progress=False), dry_run=True)
-    other = data.parent / "other-data"
-    shutil.copytree(data, other, ignore=shutil.ignore_patterns("cache"))
-
-    def trained_here(*args, **kwargs):
-        raise AssertionError("a tokenizer was trained in the planning process")
-
-    monkeypatch.setattr(cache, "train_tokenizer", trained_here)
-    side_by_side = run_matrix(config_path, results, data_dir=other, execution=Execution(jobs=2, show_progress=False),
-                              dry_run=True)
-    assert [run.row() for chain in side_by_side.chains for run in chain] == \
-        [run.row() for chain in alone.chains for run in chain]
-    assert len(list((other / "cache" / "tokenizers" / "toy").glob("*.json"))) == 3  # byte, word-open:60, word:60
-
-
 def test_config_errors_are_one_line(tmp_path, cli_here, one_line_error):
     bad = tmp_path / "bad.toml"
     bad.write_text('[axes]\nmodel = ["sha-rnn"]\ntokenizer = ["byte"]\ndataset = ["wikitext-2"]\n'

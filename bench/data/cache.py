@@ -62,7 +62,9 @@ def cached_tokenizer(scheme: str | SchemeSpec, corpus: str, data_dir: str | Path
     if FAMILIES[spec.family].pretrained:  # loaded from its file, never trained: nothing to cache
         return FAMILIES[spec.family].load(spec)
     train = train or open_split(corpus, "train", data_dir)
-    path = tokenizer_path(spec, train)
+    safe = spec.name.replace(":", "-")
+    path = (train.data_dir / "cache" / "tokenizers" / corpus /
+            f"{safe}.{train.sha256[:16]}.{_trainer_fingerprint(spec.family)}.json")
     if path.is_file():
         try:
             return load_tokenizer(path)
@@ -76,12 +78,6 @@ def cached_tokenizer(scheme: str | SchemeSpec, corpus: str, data_dir: str | Path
              f"{sample['of_lines']:,} lines, {sample['chars']:,} characters), as its state records")
     write_bytes_atomic(path, tokenizer.to_bytes())
     return tokenizer
-
-
-def tokenizer_path(spec: SchemeSpec, train: SplitData) -> Path:
-    """Where a scheme trained on a train split is cached: keyed by the split's sha256 and the code that trains it."""
-    return (train.data_dir / "cache" / "tokenizers" / train.corpus /
-            f"{spec.name.replace(':', '-')}.{train.sha256[:16]}.{_trainer_fingerprint(spec.family)}.json")
 
 
 def encoded_path(split: SplitData, tokenizer: Tokenizer) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench.engine.exported import WEIGHTS, export_payload, is_export
 from bench.errors import BenchError
 from bench.fileio import atomic_path
 
@@ -35,8 +36,6 @@ def save(path: str | Path, payload: dict) -> None:
 def locate(path: str | Path) -> Path:
     """The checkpoint a path names: a .pt file, a run folder's best (else final, else latest) weights, or an
     exported folder's weights (bench export)."""
-    from bench.export.read import WEIGHTS, is_export
-
     path = Path(path)
     if is_export(path):
         return path / WEIGHTS
@@ -51,8 +50,6 @@ def locate(path: str | Path) -> Path:
 
 
 def load(path: str | Path) -> dict:
-    from bench.export.read import export_payload, is_export
-
     path = locate(path)
     payload = {"format": FORMAT, **export_payload(path.parent)} if is_export(path.parent) else _read(path)
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:

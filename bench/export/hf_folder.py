@@ -23,7 +23,7 @@ from bench.engine.score.evaluation import run_layout
 from bench.engine.score.inference import Loaded, load_model
 from bench.errors import BenchError
 from bench.export.model_card import model_card
-from bench.export.read import BENCH_TOKENIZER, PROVENANCE, WEIGHTS, PREFIX, EXPORT_FORMAT
+from bench.engine.exported import BENCH_TOKENIZER, PROVENANCE, WEIGHTS, PREFIX, EXPORT_FORMAT
 from bench.export.vendor import check_copied_along, flat_name, vendor
 from bench.fileio import give_plain_modes, json_text, sha256_file
 from bench.models import MODELS

@@ -94,7 +94,7 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, d
     try:
         register_corpora(config, data)
         check_corpora(config.pretrained, data)
-        outcome = MatrixOutcome(config, results, plan(config, results, data, execution.jobs),
+        outcome = MatrixOutcome(config, results, plan(config, results, data),
                                 plan_pretrained(config.pretrained, results, data))
     except BaseException:  # a refused config leaves no corpus of its own behind
         for folder in new_corpora:

@@ -22,10 +22,9 @@ from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
 from bench.study.matrix.config import MatrixConfig
-from bench.study.matrix.grid import cell_folder_name, cell_label, cell_spec, cell_specs, expand
+from bench.study.matrix.grid import cell_folder_name, cell_label, cell_spec, expand
 from bench.study.matrix.run_status import RunStatus, current_status
-from tokenizers_study import SchemeSpec, TokenizerError
-from tokenizers_study.registry import FAMILIES
+from tokenizers_study import TokenizerError
 
 
 @dataclass
@@ -64,10 +63,8 @@ def _whole(count: float | None) -> int | None:
     return None if count is None else round(count)
 
 
-def plan(config: MatrixConfig, results_dir: Path, data_dir: Path, jobs: int = 1) -> list[list[PlannedRun]]:
-    """The runs of every cell (one list per cell: its phases in order); with ``jobs`` > 1 the tokenizers not yet
-    cached are trained and their corpora encoded that many at a time first."""
-    prepare_corpora(config, data_dir, jobs)
+def plan(config: MatrixConfig, results_dir: Path, data_dir: Path) -> list[list[PlannedRun]]:
+    """The runs of every cell (one list per cell: its phases in order)."""
     facts: dict[tuple[str, str], DataFacts | str] = {}
     chains = []
     for cell in expand(config):
@@ -86,38 +83,6 @@ def plan(config: MatrixConfig, results_dir: Path, data_dir: Path, jobs: int = 1)
         chains.append(chain)
     _each_run_once(config, [run for chain in chains for run in chain])
     return chains
-
-
-def prepare_corpora(config: MatrixConfig, data_dir: Path, jobs: int) -> None:
-    """Train the matrix's tokenizers not yet cached and encode its corpora with them, ``jobs`` processes at a time,
-    into the data folder's cache, where the plan then reads them: a matrix of several tokenizations waits for the
-    slowest, not their sum. A corpus or tokenization that fails here is left to the plan, which says so in the
-    config's terms."""
-    from bench.data.cache import tokenizer_path
-    from bench.data.store import open_split
-
-    missing = set()
-    for spec in cell_specs(config):
-        try:
-            if not FAMILIES[spec.scheme.family].pretrained and not tokenizer_path(
-                    spec.scheme, open_split(spec.dataset, "train", data_dir)).is_file():
-                missing.add((spec.dataset, spec.scheme))
-        except Exception:  # noqa: BLE001 - the plan refuses it, in the config's terms
-            continue
-    if jobs < 2 or len(missing) < 2:
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(min(jobs, len(missing)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_prepare_corpus, *zip(*sorted(missing, key=str)), [data_dir] * len(missing)))
-
-
-def _prepare_corpus(dataset: str, scheme: SchemeSpec, data_dir: Path) -> None:
-    try:
-        load_data_facts(dataset, scheme, data_dir)
-    except Exception:  # noqa: BLE001 - the plan, in the parent, reads the same cache and says what failed
-        pass
 
 
 def _each_run_once(config: MatrixConfig, runs: list[PlannedRun]) -> None:

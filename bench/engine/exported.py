@@ -1,4 +1,4 @@
-"""An exported folder (``bench export``) read back as a checkpoint's payload: its weights from
+"""An exported folder (``bench export``, bench.export) read back as a checkpoint's payload: its weights from
 ``model.safetensors``, its run's configuration, tokenizer and data records from ``bench_run.json`` and
 ``bench_tokenizer.json``. ``bench eval`` then checks the data it scores against those records, and ``init_from``
 starts from the weights, as from the run's own ``best.pt``."""
