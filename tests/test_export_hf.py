@@ -1,8 +1,8 @@
 """``bench export RUN OUT --format hf``: a finished run as a transformers folder, read where ``bench`` cannot be
 imported. In a subprocess that refuses every import of ``bench`` and ``tokenizers_study``, transformers alone loads
 the folder and its ``score_text.py`` scores the test split as ``bench eval --streams 1`` does: the total NLL agrees
-to 1e-6 for an SHA-RNN (byte and BPE), an LSTM (open-vocabulary words: the scheme's own code) and a Transformer
-(characters); and it disagrees for a folder with a transposed weight or a shifted token id. ``bench eval-hf
+to 1e-6 for an SHA-RNN (byte and BPE), an LSTM (characters) and a Transformer (open-vocabulary words: the scheme's
+own code); and it disagrees for a folder with a transposed weight or a shifted token id. ``bench eval-hf
 --trust-remote-code`` scores the exported Transformer to the same number; ``bench eval`` and ``init_from`` read the
 folder back as the run's own weights. On WikiText-2's test split the exported tokenizers give bench's ids."""
 
@@ -32,8 +32,8 @@ from tokenizers_study.text import read_text_exact  # noqa: E402
 
 TINY_RNN = {"emsize": 16, "nhid": 64}
 RUNS = {"sha-rnn-byte": ("sha-rnn", "byte", TINY_RNN), "sha-rnn-bpe": ("sha-rnn", "bpe:300", TINY_RNN),
-        "lstm-word-open": ("lstm", "word-open:60", {"emsize": 16, "nhid": 32}),
-        "transformer-char": ("transformer", "char", {"d_model": 16, "nheads": 2})}
+        "lstm-char": ("lstm", "char", {"emsize": 16, "nhid": 32}),
+        "transformer-word-open": ("transformer", "word-open:60", {"d_model": 16, "nheads": 2})}
 SHARED = {"bptt": 16, "batch_size": 4, "max_steps": 8, "eval_every": 0, "eval_streams": 2, "eval_max_tokens": 300,
           "stop_if_not_learning": False, "final_eval_splits": "valid"}
 TOLERANCE = 1e-6
@@ -173,7 +173,7 @@ def test_the_folder_holds_what_the_field_expects(exported):
     assert sorted(weights) == sorted(f"model.{name}" for name in best)
     assert all(torch.equal(weights[f"model.{name}"], tensor) for name, tensor in best.items())
     assert (folder / "tokenizer.json").is_file() and not (folder / "tokenization_bench.py").exists()
-    assert (exported["lstm-word-open"][1] / "tokenization_bench.py").is_file()
+    assert (exported["transformer-word-open"][1] / "tokenization_bench.py").is_file()
     card = (folder / "README.md").read_text()
     result = json.loads((run / "result.json").read_text())
     for fact in (result["run_id"], result["data"]["splits"]["train"]["sha256"], f"{result['model']['params_total']:,}",
@@ -197,7 +197,7 @@ def test_a_wrong_export_is_caught(scored):
 
 @pytest.mark.slow
 def test_eval_hf_scores_the_exported_transformer_to_the_same_number(exported, scored, corpus, tmp_path, cli):
-    run, folder = exported["transformer-char"]
+    run, folder = exported["transformer-word-open"]
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}
     args = ["eval-hf", str(folder), "--dataset", "plain", "--split", "test", "--streams", "1", "--data-dir",
             str(corpus[0]), "--json"]
@@ -208,7 +208,7 @@ def test_eval_hf_scores_the_exported_transformer_to_the_same_number(exported, sc
     done = cli(*args, "--trust-remote-code", "--out", str(tmp_path / "hf"), env=env)
     assert done.returncode == 0, done.stderr
     total = json.loads(done.stdout)["metrics"]["test"]["total_nll_nats"]
-    assert relative(total, scored["transformer-char"]["bench"].metrics.total_nll_nats) <= TOLERANCE
+    assert relative(total, scored["transformer-word-open"]["bench"].metrics.total_nll_nats) <= TOLERANCE
     recurrent = cli("eval-hf", str(exported["sha-rnn-bpe"][1]), *args[2:], "--trust-remote-code", "--out",
                     str(tmp_path / "rnn"), env=env)
     assert recurrent.returncode == 1 and "eval-hf scores windows without its state" in recurrent.stderr
@@ -298,14 +298,14 @@ def test_the_readme_commands_as_written(exported, scored, tmp_path, cli):
     shell, python = (block.split("\n", 1)[1] for block in section.split("```")[1:4:2])
     lines = {line.split("#")[0].split()[1]: line.split("#")[0].split() for line in shell.splitlines()
              if line.startswith("bench ")}
-    run, out = exported["lstm-word-open"][0], tmp_path / "shared"
+    run, out = exported["lstm-char"][0], tmp_path / "shared"
     places = {"RUN_FOLDER": str(run), "OUT_FOLDER": str(out)}
     for command in ("export", "eval"):
         argv = [places.get(arg, arg) for arg in lines[command][1:]]
         done = cli(*argv, *(["--json"] if command == "eval" else []))
         assert done.returncode == 0, done.stderr
     total = json.loads(done.stdout)["metrics"]["total_nll_nats"]
-    assert total == scored["lstm-word-open"]["bench"].metrics.total_nll_nats
+    assert total == scored["lstm-char"]["bench"].metrics.total_nll_nats
     without_bench(tmp_path, WITHOUT_BENCH + python.replace("OUT_FOLDER", str(out)) + GREEDY)
 
 

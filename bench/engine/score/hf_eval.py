@@ -40,7 +40,7 @@ from bench.run_files import RESULT, run_folder_name
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "config.json")
 CONTEXT_FIELDS = ("n_positions", "max_position_embeddings", "n_ctx")  # where a config.json states the context
 VOCABULARY_FILES = ("tokenizer.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json",
-                    "vocab.txt")
+                    "vocab.txt", "bench_tokenizer.json")  # the last: a bench export's scheme, run by its own code
 TOKENIZER_FILES = VOCABULARY_FILES + ("merges.txt", "tokenizer_config.json", "special_tokens_map.json")
 
 
