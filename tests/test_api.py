@@ -88,7 +88,7 @@ BAD_CALLS = {  # name -> (call(api, run folder, data folder, a new path), a frag
     "train with progress 'no'": (lambda a, r, d, n: a.train(_spec(d, n), show_progress="no"),
                                  "show_progress must be True or False"),
     "export None": (lambda a, r, d, n: a.export(None, n), "RUN must be a path"),
-    "export into the run's folder": (lambda a, r, d, n: a.export(r, r / "hf"), "would be inside another command's"),
+    "export into the run's folder": (lambda a, r, d, n: a.export(r, r / "hf"), "would be written inside another command's"),
     "export over the run": (lambda a, r, d, n: a.export(r, r), "exists; bench export writes a new folder"),
     "export in a format as a number": (lambda a, r, d, n: a.export(r, n, format=3), "--format must be"),
     "export of a data folder": (lambda a, r, d, n: a.export(d, n), "is not a run folder"),

@@ -21,13 +21,13 @@ from bench.engine import checkpoint
 from bench.engine.result import DONE, TRAINED, RunResult
 from bench.engine.score.evaluation import run_layout
 from bench.engine.score.inference import Loaded, load_model
+from bench.engine.exported import BENCH_TOKENIZER, EXPORT_FORMAT, PREFIX, PROVENANCE, WEIGHTS
 from bench.errors import BenchError
 from bench.export.model_card import model_card
-from bench.engine.exported import BENCH_TOKENIZER, PROVENANCE, WEIGHTS, PREFIX, EXPORT_FORMAT
 from bench.export.vendor import check_copied_along, flat_name, vendor
 from bench.fileio import give_plain_modes, json_text, sha256_file
 from bench.models import MODELS
-from bench.ownership import enclosing_owner, owner_of
+from bench.ownership import owner_of, refuse_others_folder
 from bench.provenance import git_commit
 from bench.run_files import BEST, RESULT
 from tokenizers_study import Tokenizer
@@ -87,9 +87,7 @@ def claim_export_folder(out: Path) -> None:
         raise BenchError(f"OUT {out} exists; bench export writes a new folder only: give a path that does not exist")
     if not out.parent.is_dir():
         raise BenchError(f"OUT {out}: folder {out.parent} does not exist; create it or choose another path")
-    if (owner := owner_of(out.parent) or enclosing_owner(out.parent)) is not None:  # the run's own folder too
-        raise BenchError(f"OUT {out} would be inside another command's folder: {owner.describe()}; give a folder "
-                         f"outside it")
+    refuse_others_folder(out.parent, f"OUT {out} in")  # a run's (the exported one's too), a matrix's, a report's
 
 
 def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> None:
@@ -98,7 +96,7 @@ def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> 
     weights = {PREFIX + name: tensor.contiguous() for name, tensor in loaded.payload["model"].items()}
     save_file(weights, str(folder / WEIGHTS), metadata={"format": "pt"})
     write_model_code(folder, loaded)
-    write_tokenizer(folder, loaded.tokenizer, loaded.payload["tokenizer"])
+    tokenizer_files = write_tokenizer(folder, loaded.tokenizer, loaded.payload["tokenizer"])
     (folder / "generation_config.json").write_text(json_text(
         {"bos_token_id": loaded.tokenizer.bos_id, "do_sample": False, "use_cache": False}))
     provenance = {
@@ -109,7 +107,7 @@ def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> 
                      "at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
     (folder / PROVENANCE).write_text(json_text(provenance))
-    (folder / "README.md").write_text(model_card(result, provenance, tokenizer_files(loaded.tokenizer)))
+    (folder / "README.md").write_text(model_card(result, provenance, tokenizer_files))
 
 
 def eval_chunk(loaded: Loaded) -> int:
@@ -141,14 +139,10 @@ def write_model_code(folder: Path, loaded: Loaded) -> None:
     (folder / "config.json").write_text(json_text(config))
 
 
-def tokenizer_files(tokenizer: Tokenizer) -> str:
-    """What transformers loads the tokenizer from: the library's file, or the scheme's own code."""
-    return "tokenizer.json" if tokenizer.hf_tokenizer_json() is not None else TOKENIZATION
-
-
-def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> None:
+def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> str:
     """The tokenizer in ``folder``: ``bench_file`` (the scheme's own file, as the run saved it), and for
-    transformers either the library's ``tokenizer.json`` or the scheme's code with ``tokenization_bench.py``."""
+    transformers either the library's ``tokenizer.json`` or the scheme's code with ``tokenization_bench.py``;
+    returns which of the two transformers loads."""
     (folder / BENCH_TOKENIZER).write_text(bench_file, encoding="ascii")
     settings = {"bos_token": "<bos>", "split_special_tokens": True, "clean_up_tokenization_spaces": False,
                 "model_max_length": 10**30, "add_bos_token": True}
@@ -160,6 +154,7 @@ def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> None
         # the start token by its own name where the file has one (a pretrained file's "<|endoftext|>")
         settings["bos_token"] = HFTokenizer.from_str(hf_json).id_to_token(tokenizer.bos_id) or "<bos>"
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
+        loaded_from = "tokenizer.json"
     else:
         from tokenizers_study.registry import __name__ as registry
 
@@ -168,4 +163,6 @@ def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> None
         check_copied_along(folder, TOKENIZATION, written)
         settings |= {"tokenizer_class": "BenchTokenizer", "auto_map": {"AutoTokenizer": [
             f"{TOKENIZATION.removesuffix('.py')}.BenchTokenizer", None]}}
+        loaded_from = TOKENIZATION
     (folder / "tokenizer_config.json").write_text(json_text(settings))
+    return loaded_from

@@ -60,20 +60,10 @@ def relative(module: str, text: str) -> str:
     """``text`` (the source of ``module``) with its first-party imports made relative to flat files."""
     text = _FROM.sub(lambda m: f"{m['indent']}from .{flat_name(m['module'])} import ", text)
     text = _IMPORT_AS.sub(lambda m: f"{m['indent']}from . import {flat_name(m['module'])} as {m['name']}", text)
-    if left := [name for name in _absolute_imports(text) if name.split(".")[0] in FIRST_PARTY]:
+    if left := sorted(_first_party_imports(module, text)):
         raise BenchError(f"cannot export {module}: its import of {left[0]} cannot be made relative; import it as "
                          f"`from {left[0]} import ...`")
     return text
-
-
-def _absolute_imports(text: str) -> list[str]:
-    names = []
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.append(node.module)
-    return names
 
 
 # How transformers finds the files a remote module needs (dynamic_module_utils.get_relative_imports)
