@@ -33,8 +33,11 @@ $(STAMP): $(BASE) requirements/dev.txt
 	$(BIN)/pip install -q -r requirements/dev.txt
 	touch $(STAMP)
 
+# The suite on one process per core (TEST_WORKERS=0: one process). A module runs whole on one worker, so that its
+# trained fixtures are made once, and the modules go out in the order tests/conftest.py gives them (longest first).
+TEST_WORKERS ?= logical
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The demo says how long its set-up took (nothing when the environment was there) and how long its own work.
 demo:
