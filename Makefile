@@ -33,9 +33,10 @@ $(STAMP): $(BASE) requirements/dev.txt
 	$(BIN)/pip install -q -r requirements/dev.txt
 	touch $(STAMP)
 
-# The suite on one process per core (TEST_WORKERS=0: one process). A module runs whole on one worker, so that its
-# trained fixtures are made once, and the modules go out in the order tests/conftest.py gives them (longest first).
-TEST_WORKERS ?= logical
+# The suite on one worker process per core this process may use (TEST_WORKERS=0: all in one process). A module runs
+# whole on one worker, so that its trained fixtures are made once, and the modules go out in the order
+# tests/conftest.py gives them (the longest first), each worker on one CPU thread.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(len(os.sched_getaffinity(0)))" 2>/dev/null || echo 1)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
