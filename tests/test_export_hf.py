@@ -22,7 +22,7 @@ pytest.importorskip("transformers")  # the dev extra (make test) installs it
 from bench.data.user import add_user_corpus  # noqa: E402
 from bench.engine import checkpoint  # noqa: E402
 from bench.engine.run import train, weights_digest  # noqa: E402
-from bench.engine.score.inference import evaluate_checkpoint  # noqa: E402
+from bench.engine.score.inference import evaluate_checkpoint, sample  # noqa: E402
 from bench.engine.spec import RunSpec  # noqa: E402
 from bench.errors import BenchError  # noqa: E402
 from bench.export.hf_folder import export_run, write_tokenizer  # noqa: E402
@@ -237,6 +237,22 @@ def test_bench_eval_and_init_from_read_the_exported_folder(exported, scored, cor
     (damaged / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:-8] + b"\0" * 8)
     with pytest.raises(BenchError, match="is not the file bench_run.json records"):
         evaluate_checkpoint(damaged, split="test", streams=1)
+
+
+@pytest.mark.parametrize("name", ["sha-rnn-bpe", "transformer-word-open"])
+def test_bench_sample_and_lm_evals_bench_model_take_the_exported_folder(exported, corpus, name):
+    from lm_eval.api.instance import Instance
+
+    from bench.engine.score.lm_eval_model import BenchLM
+
+    run, folder = exported[name]
+    assert sample(folder, "the ", max_tokens=12, seed=3) == sample(run, "the ", max_tokens=12, seed=3)
+    text = corpus[1].read_text()[:400]
+    rolling, continued = (Instance("loglikelihood_rolling", {}, (text,), 0),
+                          Instance("loglikelihood", {}, (text[:99], text[99:]), 1))
+    scored = [(model.loglikelihood_rolling([rolling]), model.loglikelihood([continued]))
+              for model in (BenchLM(run=str(run), device="cpu"), BenchLM(run=str(folder), device="cpu"))]
+    assert scored[0] == scored[1] and np.isfinite(scored[0][0][0])
 
 
 def test_an_export_never_writes_beside_a_run_or_over_a_folder(tmp_path):

@@ -4,7 +4,8 @@
 
 (lm-eval's own command line, with this model registered first; a user error ends in one line ``error: ...``), or
 from Python, once this module is imported: ``lm_eval.simple_evaluate(model="bench", model_args="run=RUN_FOLDER",
-tasks=[...])``. ``model_args`` takes ``run`` and ``device`` only. A device asked for (``device=`` in model_args,
+tasks=[...])``. ``model_args`` takes ``run`` (a run folder, a checkpoint file
+or a folder of ``bench export``) and ``device`` only. A device asked for (``device=`` in model_args,
 lm-eval's ``--device``, ``simple_evaluate(device=...)``) is used or refused; none asked for (lm-eval's own command
 line asks ``cuda:0`` of every machine; :func:`main` asks ``auto``) is the run's own device, or the CPU, with a note,
 on a machine without an accelerator. lm-eval's batch sizes change nothing: requests are scored one at a time.
@@ -33,6 +34,8 @@ from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import simple_parse_args_string
 
+from bench.engine.checkpoint import locate
+from bench.engine.exported import is_export
 from bench.engine.hardware.device import device_here, pick_device
 from bench.engine.score.evaluation import Scorer, run_layout
 from bench.engine.score.inference import load_model
@@ -116,15 +119,17 @@ class BenchLM(LM):
 
 
 def _checkpoint(path: Path) -> Path:
-    """The weights ``run=`` names: a checkpoint file or a run folder's best; a results folder names its runs."""
+    """The weights ``run=`` names: a checkpoint file, a run folder's best or an exported folder's (bench export); a
+    results folder names its runs."""
     if path.is_file():
         return path
-    if (path / BEST).is_file():
-        return path / BEST
+    if (path / BEST).is_file() or is_export(path):
+        return locate(path)
     runs = sorted(child for child in path.iterdir() if (child / SPEC).is_file()) if path.is_dir() else []
     if runs:
         raise BenchError(f"{path} is a results folder, not a run: give one of its runs, e.g. run={runs[0]}")
-    raise BenchError(f"no trained model at {path}: give run=RUN_FOLDER (with {BEST}) or a checkpoint file")
+    raise BenchError(f"no trained model at {path}: give run=RUN_FOLDER (with {BEST}), a folder of bench export or a "
+                     f"checkpoint file")
 
 
 def _device(asked: str | None) -> tuple[str, bool]:
