@@ -26,7 +26,7 @@ from bench.engine.score.inference import evaluate_checkpoint, sample  # noqa: E4
 from bench.engine.spec import RunSpec  # noqa: E402
 from bench.errors import BenchError  # noqa: E402
 from bench.export.hf_folder import export_run, write_tokenizer  # noqa: E402
-from tests.test_pretrained import gpt2_like  # noqa: E402
+from tests.test_pretrained import gpt2_like, spm_model  # noqa: E402
 from tokenizers_study.registry import train_tokenizer  # noqa: E402
 from tokenizers_study.text import read_text_exact  # noqa: E402
 
@@ -261,16 +261,22 @@ def test_an_export_never_writes_beside_a_run_or_over_a_folder(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+SPM_LOSSLESS = {"vocab_size": 1024, "normalization_rule_name": "identity", "byte_fallback": True,
+                "add_dummy_prefix": False, "remove_extra_whitespaces": False}
+
+
 @pytest.mark.slow
 @pytest.mark.mirror
 def test_the_exported_tokenizers_give_bench_ids_on_wikitext2_test(wt2_data_dir, tmp_path):
-    """Every trained scheme: tokenizer.json (byte, char, BPE) or the scheme's own code (the rest); ids equal
+    """Every trained scheme and both kinds of file: tokenizer.json (byte, char, BPE, hf:) or the scheme's own code (the
+    rest, an spm: file's included); ids equal
     bench's on the whole test split, and the text comes back wherever the scheme is lossless."""
     train_text = read_text_exact(wt2_data_dir / "wikitext-2" / "wiki.train.tokens")[:1_000_000]
     test_file = wt2_data_dir / "wikitext-2" / "wiki.test.tokens"
     test = read_text_exact(test_file)
     schemes = ["byte", "char", "bpe:1024", "word-open:2048", "word:2048", "sp-unigram:1024", "sp-bpe:1024",
-               f"hf:{gpt2_like(tmp_path / 'gpt2', train_text)}"]
+               f"hf:{gpt2_like(tmp_path / 'gpt2', train_text)}",
+               f"spm:{spm_model(tmp_path / 'spm.model', train_text, **SPM_LOSSLESS)}"]
     folders, tokenizers = [], {}
     for scheme in schemes:
         tokenizer = train_tokenizer(scheme, train_text)

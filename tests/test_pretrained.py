@@ -39,12 +39,12 @@ def lowercasing(folder, text):
     return folder / "tokenizer.json"
 
 
-def spm_model(path, text, **options):
+def spm_model(path, text, vocab_size=300, **options):
     import sentencepiece as spm
 
     with open(path, "wb") as out:
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(text.splitlines()), model_writer=out, vocab_size=300,
-                                       model_type="unigram", hard_vocab_limit=False, **options)
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(text.splitlines()), model_writer=out,
+                                       vocab_size=vocab_size, model_type="unigram", hard_vocab_limit=False, **options)
     return path
 
 
