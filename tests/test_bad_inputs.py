@@ -86,6 +86,7 @@ CONFIGS = {
     "include-part": MATRIX + '[[include]]\nmodel = "lstm"\n',
     "pretrained-number": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ndataset = 3\n',
     "pretrained-twice": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ndataset = ["toy", "toy"]\n',
+    "pretrained-trust": MATRIX + '[[pretrained]]\nmodel = "../fakehf"\ntrust_remote_code = "yes"\n',
     "phases-alike": MATRIX + '[[phases]]\nname = "a"\n[[phases]]\nname = "a"\ninit_from = "previous"\n',
     "phase-typo": MATRIX + '[[phases]]\nname = "a"\n[[phases]]\nname = "b"\ninit_from = "previouss"\n',
     "corpus-path-number": MATRIX.replace('dataset = ["toy"]', 'dataset = ["c2"]')
@@ -267,6 +268,7 @@ CASES = [
          ("include-part", "[[include]] 1 needs model, tokenizer and dataset (missing: tokenizer, dataset)"),
          ("pretrained-number", "dataset must be a name or a list of names, not 3"),
          ("pretrained-twice", "dataset lists a name twice"),
+         ("pretrained-trust", "trust_remote_code must be true or false, not 'yes'"),
          ("phases-alike", "two [[phases]] are named alike"), ("phase-typo", 'init_from = "previous"'),
          ("corpus-path-number", "[corpora.c2] train must be a file path"),
          ("prefix-too-long", "train_bytes 10,000,000 is more than toy's train split"),

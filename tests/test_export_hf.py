@@ -214,6 +214,61 @@ def test_eval_hf_scores_the_exported_transformer_to_the_same_number(exported, sc
     assert recurrent.returncode == 1 and "eval-hf scores windows without its state" in recurrent.stderr
 
 
+WITH_EXPORT = """
+[matrix]
+name = "with-export"
+[corpora.toy]
+train = "train.txt"
+valid = "valid.txt"
+test = "test.txt"
+[axes]
+model = ["lstm"]
+tokenizer = ["byte"]
+dataset = ["toy"]
+[budget]
+chars = 2_000
+[context]
+chars = 32
+[shared]
+preset = "tiny"
+batch_size = 4
+emsize = 16
+nhid = 16
+eval_max_chars = 400
+[[pretrained]]
+model = "{model}"
+name = "exported"
+streams = 1
+"""
+
+
+@pytest.mark.slow
+def test_a_matrix_scores_an_exported_transformer_it_is_told_to_trust(exported, scored, corpus, tmp_path,
+                                                                     cli_here, one_line_error):
+    import csv
+
+    from bench.study.matrix.execute import Execution, run_matrix
+
+    for split in ("train", "valid", "test"):
+        shutil.copyfile(corpus[0].parent / f"{split}.txt", tmp_path / f"{split}.txt")
+    config, results, data = tmp_path / "m.toml", tmp_path / "results", tmp_path / "data"
+    transformer, recurrent = exported["transformer-word-open"][1], exported["sha-rnn-bpe"][1]
+    for model, extra, fragment in (
+            (transformer, "", "give trust_remote_code = true in its [[pretrained]] entry to run it"),
+            (recurrent, "trust_remote_code = true\n", "eval-hf scores windows without its state"),
+            (transformer, "trust_remote_code = 1\n", "trust_remote_code must be true or false, not 1")):
+        config.write_text(WITH_EXPORT.format(model=model) + extra)
+        one_line_error(cli_here("run-matrix", str(config), "--results", str(results), "--data-dir", str(data),
+                                "--dry-run"), fragment)
+        assert not results.exists()
+    config.write_text(WITH_EXPORT.format(model=transformer) + "trust_remote_code = true\n")
+    outcome = run_matrix(config, results, data_dir=data, execution=Execution(show_progress=False))
+    assert outcome.counts == {"done": 2}
+    row = next(r for r in csv.DictReader(open(outcome.csv_path)) if r["model"] == "hf:exported")
+    ours = scored["transformer-word-open"]["bench"].metrics
+    assert relative(float(row["test_bits_per_byte"]), ours.bits_per_byte) <= TOLERANCE
+
+
 @pytest.mark.slow
 def test_bench_eval_and_init_from_read_the_exported_folder(exported, scored, corpus, tmp_path):
     run, folder = exported["sha-rnn-bpe"]

@@ -77,10 +77,7 @@ def identify(settings: HFEvalSettings) -> PretrainedIdentity:
     from bench.data.paths import resolve_data_dir
     from bench.data.store import open_split
 
-    folder = check_model_folder(settings.model_dir)
-    if "auto_map" in json.loads((folder / "config.json").read_text()) and not settings.trust_remote_code:
-        raise BenchError(f"{folder} holds its model's own Python code (auto_map in config.json); give "
-                         f"--trust-remote-code to run it, if you trust the folder (bench export writes such folders)")
+    folder = check_model_folder(settings.model_dir, trust_remote_code=settings.trust_remote_code)
     for option, value, least in (("--window", settings.window, 2), ("--stride", settings.stride, 1),
                                  ("--streams", settings.streams, 1)):
         if value is not None and value < least:  # a window holds the token predicted from and one scored token
@@ -105,7 +102,7 @@ def load_pretrained(model_dir: str | Path, device: torch.device, trust_remote_co
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()  # its warnings are not this command's output; errors come back as one line
 
-    folder = check_model_folder(model_dir)
+    folder = check_model_folder(model_dir, trust_remote_code=trust_remote_code)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, trust_remote_code=trust_remote_code)
     except Exception as exc:  # e.g. a GPT-2 folder with only a sentencepiece file: "tiktoken is required"
@@ -139,7 +136,12 @@ def project_in_float32(model) -> None:
     head.forward = float32_forward
 
 
-def check_model_folder(model_dir: str | Path, what: str = "MODEL") -> Path:
+def check_model_folder(model_dir: str | Path, what: str = "MODEL", trust_remote_code: bool = False,
+                       trust_option: str = "--trust-remote-code") -> Path:
+    """A folder of a model and its tokenizer, with a readable config.json. A folder with its own Python code (bench
+    export writes such folders) is refused unless ``trust_remote_code`` (asked for by ``trust_option``), and a
+    recurrent model exported by bench always (see :func:`refuse_recurrent_export`); both read off config.json, before
+    any model is loaded."""
     folder = Path(model_dir)
     if not (folder / "config.json").is_file():
         raise BenchError(f"{what} {folder} is not a model folder (no config.json); give a local folder saved with "
@@ -148,10 +150,15 @@ def check_model_folder(model_dir: str | Path, what: str = "MODEL") -> Path:
         raise BenchError(f"{what} {folder} holds no tokenizer ({', '.join(VOCABULARY_FILES[:3])}, ...); save the "
                          f"model's tokenizer into it with save_pretrained")
     try:
-        json.loads((folder / "config.json").read_text())
+        config = json.loads((folder / "config.json").read_text())
     except (ValueError, OSError) as exc:  # else blamed on the tokenizer, which loads the config first
         raise BenchError(f"{folder / 'config.json'} is not valid JSON ({exc}); save the model again with "
                          f"save_pretrained") from None
+    if isinstance(config, dict) and "auto_map" in config and not trust_remote_code:
+        raise BenchError(f"{folder} holds its model's own Python code (auto_map in config.json); give {trust_option} "
+                         f"to run it, if you trust the folder (bench export writes such folders)")
+    if isinstance(config, dict):
+        refuse_recurrent_export(config, folder)
     return folder
 
 
@@ -241,7 +248,6 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
             return previous
     device = pick_device("auto")
     model, tokenizer = load_pretrained(settings.model_dir, device, settings.trust_remote_code)
-    refuse_recurrent_export(model, settings.model_dir)
     window, stride = windows(settings.window, settings.stride, context_length(model, tokenizer))
     text = identity.split.read_text()
     ids = tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
@@ -270,11 +276,11 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     return result
 
 
-def refuse_recurrent_export(model, model_dir: str) -> None:
+def refuse_recurrent_export(config: dict, model_dir: Path) -> None:
     """A recurrent model exported by bench carries its past in a state argument, which eval-hf's windows (any
     causal LM's interface) never pass: scored that way it would see only each window, not the text before it."""
-    if getattr(model.config, "model_type", None) == "bench" and getattr(model.config, "window", 0) is None:
-        raise BenchError(f"{model_dir} is a recurrent {model.config.family} exported by bench: eval-hf scores windows "
+    if config.get("model_type") == "bench" and config.get("window", 0) is None:
+        raise BenchError(f"{model_dir} is a recurrent {config.get('family')} exported by bench: eval-hf scores windows "
                          f"without its state; score it with `bench eval {model_dir}` (or the folder's score_text.py)")
 
 

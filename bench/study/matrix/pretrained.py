@@ -9,6 +9,8 @@
     window = 1024                # these three: as bench eval-hf's options (defaults: the model's context,
     stride = 512                 #   half the window, 8)
     streams = 8
+    trust_remote_code = true     # run the folder's own Python code (a Transformer exported by bench export);
+                                 #   default false: such a folder is refused
 
 Each entry and dataset is one run of the test split, in ``results/<matrix>/hf-<name>-<dataset>-<run id>``,
 scored by the matrix process itself after the trained runs and skipped once its result is there. Its
@@ -27,7 +29,7 @@ from bench.run_files import run_folder_name
 from bench.study.matrix.run_status import RunStatus
 
 PRETRAINED = "pretrained"
-ENTRY_KEYS = ("model", "name", "dataset", "window", "stride", "streams")
+ENTRY_KEYS = ("model", "name", "dataset", "window", "stride", "streams", "trust_remote_code")
 
 
 @dataclass
@@ -72,8 +74,12 @@ def parse_entries(entries: object, path: Path, datasets: list[str]) -> list[dict
         if unknown or not isinstance(entry.get("model"), str):
             raise BenchError(f"{path}: [[pretrained]] needs model = \"FOLDER\" and allows {', '.join(ENTRY_KEYS)}"
                              + (f"; unknown: {unknown}" if unknown else ""))
+        trusted = entry.get("trust_remote_code", False)
+        if not isinstance(trusted, bool):
+            raise BenchError(f"{path}: [[pretrained]] trust_remote_code must be true or false, not {trusted!r}")
         try:
-            folder = check_model_folder(path.parent / entry["model"], "[[pretrained]] model")
+            folder = check_model_folder(path.parent / entry["model"], "[[pretrained]] model", trusted,
+                                        "trust_remote_code = true in its [[pretrained]] entry")
         except BenchError as exc:
             raise BenchError(f"{path}: {exc}") from None
         name = entry.get("name", folder.name)
@@ -128,7 +134,8 @@ def plan_pretrained(entries: list[dict], results_dir: Path, data_dir: Path) -> l
         for dataset in entry["dataset"]:
             settings = HFEvalSettings(model_dir=entry["model"], dataset=dataset, split="test",
                                       stride=entry.get("stride"), window=entry.get("window"),
-                                      streams=entry.get("streams", 8), data_dir=str(data_dir))
+                                      streams=entry.get("streams", 8), data_dir=str(data_dir),
+                                      trust_remote_code=entry.get("trust_remote_code", False))
             try:
                 identity = identify(settings)
             except BenchError as exc:
