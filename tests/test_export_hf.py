@@ -214,32 +214,13 @@ def test_eval_hf_scores_the_exported_transformer_to_the_same_number(exported, sc
     assert recurrent.returncode == 1 and "eval-hf scores windows without its state" in recurrent.stderr
 
 
-WITH_EXPORT = """
-[matrix]
-name = "with-export"
-[corpora.toy]
-train = "train.txt"
-valid = "valid.txt"
-test = "test.txt"
-[axes]
-model = ["lstm"]
-tokenizer = ["byte"]
-dataset = ["toy"]
-[budget]
-chars = 2_000
-[context]
-chars = 32
-[shared]
-preset = "tiny"
-batch_size = 4
-emsize = 16
-nhid = 16
-eval_max_chars = 400
-[[pretrained]]
-model = "{model}"
-name = "exported"
-streams = 1
-"""
+def with_export(model: Path) -> str:
+    """test_hf_eval's matrix, its [[pretrained]] entry the exported folder scored in one stream."""
+    from tests.test_hf_eval import MATRIX
+
+    entry = 'name = "gpt2-tiny"\nwindow = 64\nstride = 32\n'
+    assert entry in MATRIX
+    return MATRIX.format(model=model).replace(entry, 'name = "exported"\nstreams = 1\n')
 
 
 @pytest.mark.slow
@@ -257,11 +238,11 @@ def test_a_matrix_scores_an_exported_transformer_it_is_told_to_trust(exported, s
             (transformer, "", "give trust_remote_code = true in its [[pretrained]] entry to run it"),
             (recurrent, "trust_remote_code = true\n", "eval-hf scores windows without its state"),
             (transformer, "trust_remote_code = 1\n", "trust_remote_code must be true or false, not 1")):
-        config.write_text(WITH_EXPORT.format(model=model) + extra)
+        config.write_text(with_export(model) + extra)
         one_line_error(cli_here("run-matrix", str(config), "--results", str(results), "--data-dir", str(data),
                                 "--dry-run"), fragment)
         assert not results.exists()
-    config.write_text(WITH_EXPORT.format(model=transformer) + "trust_remote_code = true\n")
+    config.write_text(with_export(transformer) + "trust_remote_code = true\n")
     outcome = run_matrix(config, results, data_dir=data, execution=Execution(show_progress=False))
     assert outcome.counts == {"done": 2}
     row = next(r for r in csv.DictReader(open(outcome.csv_path)) if r["model"] == "hf:exported")
