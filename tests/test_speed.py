@@ -108,7 +108,9 @@ def test_a_profiled_step_is_split_into_exclusive_parts_that_sum_to_it():
     assert tuple(seconds) == CATEGORIES and seconds["host_gaps"] is None  # no GPU: no host gaps
     parts = [seconds[c] for c in CATEGORIES if c != "host_gaps"]
     assert all(part > 0 for part in parts)
-    assert sum(parts) == pytest.approx(profile["step_seconds"], rel=0.05)  # each operator's time once
+    # each operator's time once: the parts sum to the steps' span, both on the profiler's clock, however busy the
+    # machine (a clock read around the label differed by 27% beside other work)
+    assert sum(parts) == pytest.approx(profile["step_seconds"], rel=1e-9)
     assert profile["step_over_recurrent"] == pytest.approx(profile["step_seconds"] / seconds["recurrent"])
     transformer = measure_speed(RunSpec(model="transformer", overrides=TRANSFORMER), DataFacts.vocabulary_only(256),
                                 steps=1, warmup=1, eval_streams=(), profile=True)
