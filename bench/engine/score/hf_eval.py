@@ -154,11 +154,12 @@ def check_model_folder(model_dir: str | Path, what: str = "MODEL", trust_remote_
     except (ValueError, OSError) as exc:  # else blamed on the tokenizer, which loads the config first
         raise BenchError(f"{folder / 'config.json'} is not valid JSON ({exc}); save the model again with "
                          f"save_pretrained") from None
-    if isinstance(config, dict) and "auto_map" in config and not trust_remote_code:
+    if not isinstance(config, dict):
+        return folder  # transformers says what is wrong with it when it loads
+    if "auto_map" in config and not trust_remote_code:
         raise BenchError(f"{folder} holds its model's own Python code (auto_map in config.json); give {trust_option} "
                          f"to run it, if you trust the folder (bench export writes such folders)")
-    if isinstance(config, dict):
-        refuse_recurrent_export(config, folder)
+    refuse_recurrent_export(config, folder)
     return folder
 
 

@@ -4,11 +4,11 @@
 
 (lm-eval's own command line, with this model registered first; a user error ends in one line ``error: ...``), or
 from Python, once this module is imported: ``lm_eval.simple_evaluate(model="bench", model_args="run=RUN_FOLDER",
-tasks=[...])``. ``model_args`` takes ``run`` (a run folder, a checkpoint file
-or a folder of ``bench export``) and ``device`` only. A device asked for (``device=`` in model_args,
-lm-eval's ``--device``, ``simple_evaluate(device=...)``) is used or refused; none asked for (lm-eval's own command
-line asks ``cuda:0`` of every machine; :func:`main` asks ``auto``) is the run's own device, or the CPU, with a note,
-on a machine without an accelerator. lm-eval's batch sizes change nothing: requests are scored one at a time.
+tasks=[...])``. ``model_args`` takes ``run`` (a run folder, a checkpoint file or a folder of ``bench export``) and
+``device`` only. A device asked for (``device=`` in model_args, lm-eval's ``--device``, ``simple_evaluate(device=...)``)
+is used or refused; none asked for (lm-eval's own command line asks ``cuda:0`` of every machine; :func:`main` asks
+``auto``) is the run's own device, or the CPU, with a note, on a machine without an accelerator. lm-eval's batch
+sizes change nothing: requests are scored one at a time.
 
 Any family and tokenization serve ``loglikelihood_rolling`` (a document from ``<bos>``, as ``bench eval
 --streams 1`` scores a split: one stream with the state carried through it, the Transformer's window sliding by
