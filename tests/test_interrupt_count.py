@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from bench.study.matrix.execute import _stopped_counts
 from bench.study.matrix.run_status import RunStatus
 
@@ -108,8 +110,12 @@ def _closing(process: subprocess.Popen, ready=lambda: True) -> tuple[str, float]
         while ready is not None and not ready() and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.2)
         sent = time.monotonic()
+        if ready is not None and not ready():  # what it was doing, for a failure seen once in many runs
+            exited = process.poll()
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"the matrix never got there (exit {exited}); its files: {_files(process)}; its stderr: "
+                        f"{process.communicate()[1][-3000:]}")
         if ready is not None:
-            assert ready(), f"the matrix never got there (exit {process.poll()})"
             os.killpg(process.pid, signal.SIGINT)
         _, stderr = process.communicate(timeout=300 if ready is None else 60)
     finally:
@@ -118,6 +124,12 @@ def _closing(process: subprocess.Popen, ready=lambda: True) -> tuple[str, float]
             process.communicate()
     assert process.returncode == 130 and "Traceback" not in stderr, stderr
     return stderr, time.monotonic() - sent
+
+
+def _files(process: subprocess.Popen) -> list[str]:
+    """The files of the matrix's results folder (its --results), checkpoints and logs included."""
+    results = Path(process.args[process.args.index("--results") + 1])
+    return sorted(str(p.relative_to(results)) for p in results.rglob("*") if p.is_file()) if results.exists() else []
 
 
 TRUE_COUNTS = ("stopped: 2 runs finished, 2 interrupted (both saved a checkpoint), 2 not started; run the same "
