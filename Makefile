@@ -11,13 +11,14 @@ TORCH_CUDA_VERSION ?= 2.11.0
 # The corpus mirror used when there is no internet (CI and these machines have one beside the checkout).
 MIRROR ?= $(if $(BENCH_DATA_MIRROR),$(BENCH_DATA_MIRROR),../shared/data)
 
-.PHONY: setup test demo gpu mutation clean
+.PHONY: setup test demo docs docs-serve gpu mutation clean
 
 setup: $(STAMP)
 
 # torch first, so that the rest resolves against it: the CPU build where there is no GPU. Then the exact versions
 # of requirements/ (the lock), and this package without resolving anything more. The demo needs only base.txt;
-# the tests also dev.txt (transformers, lm_eval, tensorboard and pytest).
+# the tests also dev.txt (transformers, lm_eval, tensorboard and pytest) and docs.txt (mkdocs: the tests build the
+# documentation site).
 $(BASE): pyproject.toml requirements/base.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
@@ -29,8 +30,9 @@ $(BASE): pyproject.toml requirements/base.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(BASE)
 
-$(STAMP): $(BASE) requirements/dev.txt
+$(STAMP): $(BASE) requirements/dev.txt requirements/docs.txt
 	$(BIN)/pip install -q -r requirements/dev.txt
+	$(BIN)/pip install -q -r requirements/docs.txt
 	touch $(STAMP)
 
 # The suite on one worker process per core this process may use (TEST_WORKERS=0: all in one process). A module runs
@@ -46,6 +48,16 @@ demo:
 		echo "set-up: $$(( $$(date +%s) - start )) s"
 	./scripts/demo.sh "$(BIN)" "$(MIRROR)"
 
+# The documentation site (mkdocs.yml): `make docs` builds it into site/ in strict mode (a broken link, anchor or
+# include fails the build), `make docs-serve` serves it at http://127.0.0.1:8000 and rebuilds it when a page changes.
+# NO_MKDOCS_2_WARNING: the material theme's notice of its own end of life, printed at every build, says nothing of
+# this site.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
 # The GPU runbook, one stage at a time: make gpu STAGE=prove|diagnose|speed|study OUT=gpu-out (scripts/gpu/README.md).
 STAGE ?= prove
 OUT   ?= gpu-out
@@ -60,4 +72,4 @@ mutation: $(STAMP)
 	$(BIN)/mutmut results
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache mutants
+	rm -rf $(VENV) *.egg-info .pytest_cache mutants site

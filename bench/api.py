@@ -10,7 +10,7 @@
     api.attack_figure(runs)   # a report's figure, from those rows (matplotlib)
     api.build_report(results) # the whole report (bench report)
 
-The README's "Python API" section runs in the tests as written (tests/test_api.py).
+The "Python API" section of docs/study.md runs in the tests as written (tests/test_api.py).
 """
 
 from __future__ import annotations

@@ -195,12 +195,14 @@ def table() -> str:
     first = json.loads((OUT / logs[0].name / "result.json").read_text())["provenance"] if logs else {}
     where = (f"Trained on {first.get('machine', {}).get('cpu_model', 'a CPU')}, torch {first.get('device', {}).get('torch')}, "
              f"one thread per run, two runs at a time, {first.get('started_at', '')[:10]}." if first else "")
-    lines = [__doc__.split("\n\n")[0].replace('"""', ""), "", where, "",
+    # docs/training.md includes the grid and the rules by these section markers (pymdownx.snippets)
+    lines = ["<!-- --8<-- [start:grid] -->", __doc__.split("\n\n")[0].replace('"""', ""), "", where, "",
              "```bash", "python scripts/not_learning_grid.py run --jobs 2", "python scripts/not_learning_grid.py table",
              "```", "", f"{len(logs)} runs. A plateau rule `K x M from S` stops at a validation after warmup and after a share S",
              "of the budget when it and the K - 1 before it are none 2% below the floor and none is M (relative)",
              "better than the best validation before them. 'as before': 2% below the floor at every validation past",
-             f"25% of the budget and warmup. The rule in `bench.engine.learning` is **{chosen}**.", "", "## Each rule over the grid", "",
+             f"25% of the budget and warmup. The rule in `bench.engine.learning` is **{chosen}**.",
+             "<!-- --8<-- [end:grid] -->", "", "## Each rule over the grid", "", "<!-- --8<-- [start:rules] -->",
              "Runs that do not learn are of two kinds: *flat* (their last validation less than 1% better than the best "
              "up to 70% of the budget: stuck) and *still improving* (too little budget or too low a rate to reach "
              "the floor, but moving: no validation says they will not learn). The target: no run that learns "
@@ -239,7 +241,8 @@ def table() -> str:
               "spec's default (`not_learning_after`, part of a run id when changed). By these the grid picks "
               f"**{best}**; `bench.engine.learning` uses "
               f"**{chosen}**{' (the same)' if best == chosen else ': they differ, so the rule should be revisited'}."]
-    lines += ["", "## Each run", "", "'stops at': the step at which each rule would have stopped the run (- never). "
+    lines += ["<!-- --8<-- [end:rules] -->", "", "## Each run", "",
+              "'stops at': the step at which each rule would have stopped the run (- never). "
               "Validations: ten per budget in the grid, every 20 steps in the issue's cases, every 10 in the cell's.",
               "", "| run | warmup | budget | valid bits/char at the end | floor | below floor | class | late progress | "
               f"as before | chosen ({chosen}) |", "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]

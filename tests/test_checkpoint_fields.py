@@ -48,7 +48,6 @@ FIELDS = [
     ("a flag as text", _set("resolved", "train", "seq_jitter", "yes"), "seq_jitter is 'yes', not bool"),
     ("a setting of no version", _set("resolved", "train", "bogus", 1), "unexpected keyword argument 'bogus'"),
     ("a model size", _set("resolved", "model", "nhid", -3), "its recorded model config: bad sha-rnn configuration"),
-    ("an unknown model", _set("resolved", "spec", "model", "gru"), "its recorded spec: unknown model 'gru'"),
     ("a spec that is no table", _set("resolved", "spec", "x"), "its recorded spec: 'x' is not a dict"),
     ("a corpus name as a number", _set("resolved", "spec", "dataset", 5), "dataset is 5, not str"),
     ("a damaged tokenizer", _set("tokenizer", "{not json"), "its recorded tokenizer: "),
@@ -64,6 +63,15 @@ def test_eval_of_a_checkpoint_with_an_unreadable_field_is_one_line(trained, name
     path = _edited(trained, name.replace(" ", "-"), edit)
     one_line_error(cli_here("eval", str(path), "--data-dir", str(trained / "data")),
                    f"{path} is not a readable checkpoint (", fragment)
+
+
+def test_a_checkpoint_naming_a_model_not_registered_here_names_a_plug_in_and_an_edit(trained, cli_here,
+                                                                                       one_line_error):
+    """A plug-in's run read where its module is not imported is intact: "damaged, train it again" would be wrong."""
+    path = _edited(trained, "unregistered", _set("resolved", "spec", "model", "gru"))
+    one_line_error(cli_here("eval", str(path), "--data-dir", str(trained / "data")),
+                   f"{path} names model 'gru', which is not registered here: if a plug-in declares it, import that "
+                   f"module first", "the checkpoint was edited: restore it")
 
 
 def test_every_reader_refuses_an_unreadable_field(trained, cli_here, one_line_error):

@@ -53,12 +53,12 @@ def test_config_tables_names_every_table_a_config_may_hold():
     assert all(f"[{table}" in out or f"[[{table}" in out for table in TABLES), out
 
 
-def test_the_readmes_minimal_config_is_a_valid_study_of_twelve_runs(repo, tmp_path):
+def test_the_docs_minimal_config_is_a_valid_study_of_twelve_runs(repo, tmp_path):
     from bench.study.matrix.grid import load_config
     from bench.study.matrix.grid import cell_specs
 
-    readme = (repo / "README.md").read_text()
-    block = readme.split("### Write your own study")[1].split("```toml\n")[1].split("```")[0]
+    page = (repo / "docs" / "study.md").read_text()
+    block = page.split("## A matrix config")[1].split("```toml\n")[1].split("```")[0]
     (tmp_path / "mine.toml").write_text(block)
     config = load_config(tmp_path / "mine.toml")
     assert config.name == "mine" and len(cell_specs(config)) == 12

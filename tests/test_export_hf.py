@@ -8,6 +8,7 @@ folder back as the run's own weights. On WikiText-2's test split the exported to
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -348,23 +349,25 @@ def test_tokenizer_json_gives_the_scheme_ids_on_awkward_text(adversarial_texts, 
 
 
 @pytest.mark.slow
-def test_the_readme_commands_as_written(exported, scored, tmp_path, cli):
-    """README's "Share a trained model": its bench export and bench eval lines, and its Python, without bench."""
+def test_the_docs_commands_as_written(exported, scored, tmp_path, cli):
+    """docs/sharing.md's "bench export" section: its bench export and bench eval lines, and its Python, without
+    bench; the page's run folder and exported folder are this test's."""
     from tests.conftest import REPO
 
-    section = (REPO / "README.md").read_text().split("## Share a trained model", 1)[1].split("\n## ", 1)[0]
-    shell, python = (block.split("\n", 1)[1] for block in section.split("```")[1:4:2])
+    section = (REPO / "docs" / "sharing.md").read_text().split("## A Hugging Face folder", 1)[1].split("\n## ", 1)[0]
+    shell = "".join(re.findall(r"```bash\n(.*?)```", section, re.S))
+    python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     lines = {line.split("#")[0].split()[1]: line.split("#")[0].split() for line in shell.splitlines()
              if line.startswith("bench ")}
     run, out = exported["lstm-char"][0], tmp_path / "shared"
-    places = {"RUN_FOLDER": str(run), "OUT_FOLDER": str(out)}
+    places = {"runs/tiny-tf": str(run), "tiny-tf-hf": str(out)}
     for command in ("export", "eval"):
         argv = [places.get(arg, arg) for arg in lines[command][1:]]
         done = cli(*argv, *(["--json"] if command == "eval" else []))
         assert done.returncode == 0, done.stderr
     total = json.loads(done.stdout)["metrics"]["total_nll_nats"]
     assert total == scored["lstm-char"]["bench"].metrics.total_nll_nats
-    without_bench(tmp_path, WITHOUT_BENCH + python.replace("OUT_FOLDER", str(out)) + GREEDY)
+    without_bench(tmp_path, WITHOUT_BENCH + python.replace('"tiny-tf-hf"', repr(str(out))) + GREEDY)
 
 
 GREEDY = """

@@ -34,6 +34,8 @@ BELOW = {
                        *STUDY, "bench.export"),
     "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", *STUDY,
                   "bench.export"),
+    # the documentation site's generated reference pages: the declarations they list (the command line is handed in)
+    "bench.reference_pages": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
 }
 
 
@@ -46,7 +48,8 @@ def layer(module: str) -> str:
     if module.startswith("tokenizers_study"):
         return "tokenizers_study"
     for name in ("bench.data", "bench.models", "bench.engine", "bench.study.stats", "bench.study.matrix",
-                 "bench.study.report", "bench.study", "bench.export", "bench.commands", "bench.api"):
+                 "bench.study.report", "bench.study", "bench.export", "bench.commands", "bench.api",
+                 "bench.reference_pages"):
         if module == name or module.startswith(name + "."):
             return name
     return "bench.core"

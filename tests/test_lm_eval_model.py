@@ -5,6 +5,7 @@ README's command scores a run on a CPU-only machine; a device is used where aske
 user errors end in one line; model_args keys it does not take are refused; a lossy tokenization is told."""
 
 import json
+import re
 import logging
 import math
 import os
@@ -30,10 +31,12 @@ RUNS = {"sha-rnn-byte": ("sha-rnn", "byte", {"emsize": 16, "nhid": 64}),
         "sha-rnn-word": ("sha-rnn", "word:50", {"emsize": 16, "nhid": 64})}
 SHARED = {"bptt": 16, "batch_size": 4, "max_steps": 8, "eval_every": 0, "eval_streams": 2, "eval_max_tokens": 300,
           "stop_if_not_learning": False, "final_eval_splits": "valid"}
-# The README's command ("## Our runs inside lm-evaluation-harness"), a local task folder included.
-README_SECTION = (REPO / "README.md").read_text().split("## Our runs inside lm-evaluation-harness", 1)[1]
-README_COMMAND = next(line for line in README_SECTION.splitlines() if line.startswith("python -m bench.engine")).replace(
-    "RUN_FOLDER", "{run}").replace("TASK_FOLDER", "{tasks}").replace("TASK", "{task}")  # the README's line, as written
+# The documentation's command (docs/sharing.md, "## lm-evaluation-harness"), a local task folder included: its
+# placeholders, a run folder, a task and a task folder, become this test's.
+DOCS_SECTION = (REPO / "docs" / "sharing.md").read_text().split("## lm-evaluation-harness", 1)[1]
+DOCS_COMMAND = re.search(r"^python -m bench\.engine.*?[^\\]$", DOCS_SECTION.replace("\\\n", "\\ "), re.M).group(0)
+DOCS_COMMAND = re.sub(r" +\\ +", " ", DOCS_COMMAND).replace("runs/tiny-tf", "{run}").replace(
+    "my_tasks", "{tasks}").replace("my_task", "{task}")
 ROLLING = "output_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: text\nmetric_list:\n" \
           "  - metric: word_perplexity\n  - metric: byte_perplexity\n  - metric: bits_per_byte\n"
 GENERATE = "output_type: generate_until\ndoc_to_text: '{{text[:20]}}'\ndoc_to_target: '{{text[20:30]}}'\n" \
@@ -163,7 +166,7 @@ def test_loglikelihood_of_a_continuation_adds_up(run, corpus, capsys):
 def test_the_readme_command_scores_a_run_on_a_cpu_machine(repo, byte_run, tasks):
     """lm-eval's command line asks cuda:0 of every machine; with no GPU the CPU scores, with a note. As written, in
     its own process, lm-eval's own tasks indexed."""
-    done = lm_eval_command(repo, README_COMMAND, run=byte_run, task="bench_plain_test", tasks=tasks)
+    done = lm_eval_command(repo, DOCS_COMMAND, run=byte_run, task="bench_plain_test", tasks=tasks)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "bits_per_byte" in done.stdout
     assert "note: no GPU on this machine: the bench model scores on the CPU" in done.stderr
@@ -171,7 +174,7 @@ def test_the_readme_command_scores_a_run_on_a_cpu_machine(repo, byte_run, tasks)
 
 @pytest.mark.slow
 def test_a_device_in_model_args_is_not_a_second_value_for_lm_evals_own(byte_run, tasks, lm_eval_here):
-    status, out, err = lm_eval_here(README_COMMAND, run=f"{byte_run},device=cpu", task="bench_plain_test", tasks=tasks)
+    status, out, err = lm_eval_here(DOCS_COMMAND, run=f"{byte_run},device=cpu", task="bench_plain_test", tasks=tasks)
     assert status == 0, err[-3000:]
     assert "bits_per_byte" in out and "note: no GPU" not in err
 
@@ -200,7 +203,7 @@ def test_a_user_error_ends_in_one_line(byte_run, tasks, tmp_path, run_and_more, 
     copy = shutil.copytree(byte_run, tmp_path / "truncated")
     (copy / "best.pt").write_bytes((byte_run / "best.pt").read_bytes()[:1000])
     run = run_and_more.format(missing=tmp_path / "no-such-run", truncated=copy, run=byte_run)
-    status, _, err = lm_eval_here(README_COMMAND, run=run, task=task, tasks=tasks)
+    status, _, err = lm_eval_here(DOCS_COMMAND, run=run, task=task, tasks=tasks)
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert status == 1 and "Traceback" not in err, err[-3000:]
     assert len(errors) == 1 and err.rstrip().endswith(errors[0]) and fragment in errors[0]

@@ -1,11 +1,13 @@
 """A tokenization scheme is declared once, as its class: registered, it is named in the scheme help, sorted where
 its class says, drawn in the vocabulary sweep if it sweeps sizes, and put in the closed-vocabulary table and figure
-if its vocabulary is closed, in the comparisons if it is lossless; no list of scheme names elsewhere to extend."""
+if its vocabulary is closed, in the comparisons if it is lossless; no list of scheme names elsewhere to extend. A class
+that leaves out a method every scheme has (an abstract one, or the byte table) is refused as it is registered."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -150,3 +152,51 @@ def test_a_matrix_trains_a_registered_scheme_and_its_report_places_it(toy, tmp_p
         assert "4-closed-vocabulary.svg" in closed and "closed-vocabulary models (word:N or toy-closed:N)" in closed
         assert all(f"| lstm | {name} |" in closed for name in toys)
         assert toys[0] not in compared
+
+
+# ---- the methods every scheme has: refused at registration, not when a run first needs them ----------------------
+
+def _scheme_of_bytes(family: str, left_out: str = "", **given) -> type:
+    """A scheme class with the byte scheme's traits and abstract methods (less ``left_out``) and no byte table of
+    its own, plus ``given``: what a new scheme's author writes before reading base.Tokenizer's docstring."""
+    from tokenizers_study.base import TRAITS, Tokenizer
+    from tokenizers_study.byte_level import ByteTokenizer
+
+    names = [*TRAITS, *Tokenizer.__abstractmethods__]
+    body = {name: ByteTokenizer.__dict__[name] for name in names if name != left_out}
+    return type("Halves", (Tokenizer,), {**body, "family": family, **given})
+
+
+@pytest.fixture
+def halves():
+    """The family name of this section's classes, unregistered again after each test (refused or not)."""
+    yield "halves"
+    FAMILIES.pop("halves", None)
+
+
+def test_a_scheme_class_that_says_nowhere_how_many_bytes_each_id_decodes_to_is_refused_in_one_line(halves):
+    with pytest.raises(TokenizerError) as refused:
+        FAMILIES.register("halves", _scheme_of_bytes("halves"))
+    message = str(refused.value)
+    assert message.startswith("tokenization scheme 'halves': Halves says nowhere how many bytes each id decodes to")
+    assert "_id_bytes" in message and "_id_byte_lengths" in message and "\n" not in message
+    assert "halves" not in FAMILIES
+
+
+@pytest.mark.parametrize("given", [
+    {"_id_bytes": [bytes([b]) for b in range(256)] + [b""]},
+    {"_id_byte_lengths": lambda self: np.array([1] * 256 + [0], dtype=np.int32)},
+    {"byte_lengths": lambda self, ids: (np.asarray(ids) < 256).astype(np.int32)},
+], ids=["_id_bytes", "_id_byte_lengths", "byte_lengths"])
+def test_any_one_of_the_three_byte_tables_is_enough(given, halves, make_text):
+    FAMILIES.register("halves", _scheme_of_bytes("halves", **given))
+    scheme = train_tokenizer("halves", make_text(n_lines=5))
+    assert scheme.byte_lengths(scheme.encode("héllo")).sum() == len("héllo".encode())
+
+
+def test_a_scheme_class_that_leaves_out_an_abstract_method_is_refused_in_one_line(halves):
+    with pytest.raises(TokenizerError, match=r"^tokenization scheme 'halves': Halves does not implement decode; every "
+                                             r"scheme implements each of _encode, _train, [^\n]*$"):
+        FAMILIES.register("halves", _scheme_of_bytes("halves", left_out="decode",
+                                                     _id_byte_lengths=lambda self: np.ones(257, dtype=np.int32)))
+    assert "halves" not in FAMILIES

@@ -59,8 +59,11 @@ class LossReport:
 
 
 class Tokenizer(ABC):
-    """Base class of all schemes. Subclasses implement ``_train``, ``_encode``,
-    ``decode``, ``vocab_size`` and the JSON state."""
+    """Base class of all schemes. A subclass declares the traits (TRAITS), implements every abstract method
+    (``_train``, ``state``, ``from_state``, ``vocab_size``, ``bos_id``, ``byte_id``, ``_encode``, ``decode``) and
+    says how many bytes each id decodes to, which places every token in the text: either a table ``_id_bytes``
+    (each id's bytes, indexed by id) or its own ``_id_byte_lengths`` (each id's byte count) or ``byte_lengths``.
+    Registering a class that leaves out any of these is refused in one line (registry.py)."""
 
     # The traits: what the report and the planner read of a scheme (never its name). Every scheme declares each
     # of TRAITS itself or through a base of its own; registering one that does not is refused (registry.py).
@@ -138,13 +141,21 @@ class Tokenizer(ABC):
         """The id that stands for unknown words; None for lossless schemes."""
         return None
 
+    # Each id's bytes, indexed by id, where every token stands for the same bytes wherever it occurs (a list or a
+    # cached_property): one way of saying how many bytes each id decodes to (see the class docstring).
+    _id_bytes: list[bytes]
+
     @abstractmethod
     def byte_id(self, value: int) -> int:
-        """The token for one raw byte (byte fallback); every lossless scheme has one."""
+        """The token for one raw byte (byte fallback); ValueError where no one token is a byte (word:N spells no
+        bytes, a scheme may cut a byte into several tokens)."""
 
     def fallback_ids(self) -> np.ndarray:
-        """Ids of byte-fallback tokens (empty for schemes where bytes are the vocabulary)."""
-        return np.array([self.byte_id(b) for b in range(256)], dtype=np.int64)
+        """Ids of byte-fallback tokens (empty for schemes where bytes are the vocabulary or no token is a byte)."""
+        try:
+            return np.array([self.byte_id(b) for b in range(256)], dtype=np.int64)
+        except ValueError:  # byte_id's answer for a scheme without one-token bytes
+            return np.zeros(0, dtype=np.int64)
 
     # ---- encoding -----------------------------------------------------------
 

@@ -24,7 +24,7 @@ class SchemeRegistry(Registry[type[Tokenizer]]):
     contradictory trait fails at once, in one line, instead of getting a default the report would trust."""
 
     def register(self, name: str, family: type[Tokenizer]) -> type[Tokenizer]:
-        if problem := trait_problem(name, family):
+        if problem := trait_problem(name, family) or method_problem(family):
             raise TokenizerError(f"tokenization scheme {name!r}: {family.__name__} {problem}")
         return super().register(name, family)
 
@@ -55,6 +55,20 @@ def trait_problem(name: str, family: type[Tokenizer]) -> str | None:
         return "is a closed vocabulary (never compared) yet swept, drawn as comparable: set swept = False"
     if family.min_size is not None and not family.min_size_why:
         return "sets min_size without min_size_why (the error a too small N gets)"
+    return None
+
+
+def method_problem(family: type[Tokenizer]) -> str | None:
+    """What a scheme class leaves out of the methods every scheme has (base.Tokenizer's docstring), or None: found
+    here, not when a run first trains or measures the scheme (an instance error, an AttributeError)."""
+    if missing := sorted(getattr(family, "__abstractmethods__", ())):
+        return (f"does not implement {', '.join(missing)}; every scheme implements each of "
+                f"{', '.join(sorted(Tokenizer.__abstractmethods__))} (see tokenizers_study.base.Tokenizer)")
+    if not (hasattr(family, "_id_bytes") or family._id_byte_lengths is not Tokenizer._id_byte_lengths
+            or family.byte_lengths is not Tokenizer.byte_lengths):
+        return ("says nowhere how many bytes each id decodes to: give it a table _id_bytes (each id's bytes, indexed "
+                "by id) or a method _id_byte_lengths(self) returning each id's byte count as an integer array "
+                "(see tokenizers_study.base.Tokenizer)")
     return None
 
 

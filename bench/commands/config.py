@@ -37,10 +37,8 @@ def config_fields(
         if doc.section != section:
             section = doc.section
             print(f"\n[{section}]")
-        default = "none" if doc.default is None else str(doc.default).lower() if isinstance(doc.default, bool) \
-            else doc.default
         allowed = f", {doc.allowed}" if doc.allowed else ""
-        print(f"  {doc.name:<{width}}  {doc.kind} = {default}{allowed}")
+        print(f"  {doc.name:<{width}}  {doc.kind} = {doc.shown_default}{allowed}")
         print(f"  {'':<{width}}  {doc.meaning}")
 
 
@@ -54,4 +52,4 @@ def config_tables() -> None:
     for heading, keys in CONFIG_TABLES.values():
         lines = keys.split("\n")
         print(f"{heading:<{width}}{lines[0]}" + "".join(f"\n{'':<{width}}{line}" for line in lines[1:]))
-    print('\nA minimal config, in the README ("Write your own study"); configs/*.toml are complete examples.')
+    print('\nA minimal config: docs/study.md ("A matrix config"); configs/*.toml are complete examples.')

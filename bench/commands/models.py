@@ -19,10 +19,10 @@ app = typer.Typer(help="Model families and their presets: sizes, parameters, FLO
 def models_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Every model family: recurrent or windowed, its presets, the parts compile=true compiles, its figure
     marker. Its settings: `bench config fields --model MODEL`."""
-    from bench.models import MODELS
+    from bench.models import MODELS, family_kind
     from bench.text_tables import text_table
 
-    rows = [{"model": name, "kind": f"windowed ({family.window_setting})" if family.window_setting else "recurrent",
+    rows = [{"model": name, "kind": family_kind(family),
              "presets": list(family.presets), "compiled parts": [t.__name__ for t in family.parts_to_compile],
              "marker": family.marker} for name, family in MODELS.items()]
     if as_json:

@@ -23,6 +23,13 @@ class FieldDoc:
     section: str  # "training: optimisation", "model: sha-rnn", ...
     allowed: str  # its range: "> 0", ">= 1", "in [0, 1)"; "" where the type says it all
 
+    @property
+    def shown_default(self) -> str:
+        """The default as the references write it: none, true or false, else the value."""
+        if self.default is None:
+            return "none"
+        return str(self.default).lower() if isinstance(self.default, bool) else str(self.default)
+
 
 def field_docs(cls: type, section: str) -> list[FieldDoc]:
     """The settings of a config dataclass with their type, default, help, range and section."""

@@ -159,6 +159,12 @@ def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> str:
         from tokenizers_study.registry import __name__ as registry
 
         written = vendor([registry], folder)
+        scheme = type(tokenizer)
+        if f"{flat_name(scheme.__module__)}.py" not in written:  # a plug-in the registry does not import
+            raise BenchError(f"cannot export: tokenization {tokenizer.spec.family!r} is a plug-in ({scheme.__name__} "
+                             f"in {scheme.__module__}) that the folder's copy of the toolkit would not know, and "
+                             f"its hf_tokenizer_json() gives no tokenizers library file; give {scheme.__name__} an "
+                             f"hf_tokenizer_json(), or share the run folder itself")
         shutil.copyfile(TEMPLATES / TOKENIZATION, folder / TOKENIZATION)
         check_copied_along(folder, TOKENIZATION, written)
         settings |= {"tokenizer_class": "BenchTokenizer", "auto_map": {"AutoTokenizer": [

@@ -36,6 +36,11 @@ class ModelRegistry(Registry[type[LanguageModel]]):
 MODELS = ModelRegistry("model", BenchError, [("sha-rnn", SHARNN), ("lstm", LSTMLM), ("transformer", TransformerLM)])
 
 
+def family_kind(family: type[LanguageModel]) -> str:
+    """Recurrent, or windowed by the setting that is its window: "windowed (context)"."""
+    return f"windowed ({family.window_setting})" if family.window_setting else "recurrent"
+
+
 def config_class(name: str) -> type:
     return MODELS[name].config_class
 
@@ -54,4 +59,4 @@ def build_model(name: str, config) -> LanguageModel:
     return MODELS[name](config)
 
 
-__all__ = ["MODELS", "LanguageModel", "asdict", "build_model", "config_class", "make_config"]
+__all__ = ["MODELS", "LanguageModel", "asdict", "build_model", "config_class", "family_kind", "make_config"]

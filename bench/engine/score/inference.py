@@ -25,11 +25,11 @@ from bench.engine.spec import RunSpec, TrainConfig
 from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import atomic_path
 from bench.ownership import claim_output_file, owner_of
-from bench.models import build_model, config_class, make_config
+from bench.models import MODELS, build_model, config_class, make_config
 from bench.models.common import LanguageModel
 from bench.provenance import comparability
 from bench.settings import field_types, literal_choices, unwrap_optional
-from tokenizers_study import Tokenizer, tokenizer_from_bytes
+from tokenizers_study import FAMILIES, Tokenizer, split_scheme_name, tokenizer_from_bytes
 from tokenizers_study.text import text_counts
 
 
@@ -63,6 +63,10 @@ def _recorded_run(payload: dict, path: Path) -> tuple[RunSpec, TrainConfig, Lang
     """What a checkpoint records of its run, each part parsed and checked: an edited or damaged field is refused in
     one line that names it, never a traceback of whichever reader meets it first."""
     resolved, part = payload["resolved"], "spec"
+    if plug_in := _unregistered_family(resolved["spec"]):
+        raise BenchError(f"{path} names {plug_in}, which is not registered here: if a plug-in declares it, import "
+                         f"that module first (as a launcher script does); if not, the checkpoint was edited: "
+                         f"restore it")
     try:
         spec = RunSpec.from_json(_typed(RunSpec, resolved["spec"]))
         family = config_class(spec.model)
@@ -82,6 +86,17 @@ def _recorded_run(payload: dict, path: Path) -> tuple[RunSpec, TrainConfig, Lang
         problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise checkpoint.unreadable(path, part, f"{problem} is missing" if type(exc) is KeyError else problem) from None
     return spec, train, model, tokenizer
+
+
+def _unregistered_family(spec: dict) -> str | None:
+    """The model or tokenization a checkpoint's run names whose family this process has not registered (a plug-in
+    not imported), in words; None where both are registered. Such a checkpoint is intact: not "damaged"."""
+    model, scheme = spec.get("model"), spec.get("tokenizer")
+    if isinstance(model, str) and model not in MODELS:
+        return f"model {model!r}"
+    if isinstance(scheme, str) and split_scheme_name(scheme)[0] not in FAMILIES:
+        return f"tokenization {scheme!r}"
+    return None
 
 
 def _typed(cls: type, values: dict) -> dict:

@@ -122,8 +122,8 @@ def _cell_against_result(path: Path, cell: dict) -> str | None:
 
 def _same_tokenizer(in_cell, in_result) -> bool:
     """A cell names its scheme as the config wrote it (an hf: file relative to the config), the result as resolved."""
-    if not isinstance(in_cell, str) or not isinstance(in_result, str):
-        return in_cell == in_result
+    if in_cell == in_result or not isinstance(in_cell, str) or not isinstance(in_result, str):
+        return in_cell == in_result  # equal names are one scheme, also a plug-in's this process did not import
     if is_pretrained(in_cell) or is_pretrained(in_result):  # its file is in the run id (the data's identity)
         return is_pretrained(in_cell) and is_pretrained(in_result)
     try:
