@@ -10,7 +10,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
+
 
 # A logical line runs when its words start with one of these (after any NAME=value assignments). `bench` and
 # `python cli.py` run in this process unless the line needs a shell; everything else runs through bash.

@@ -29,7 +29,8 @@ from bench.models import MODELS, build_model, config_class, make_config
 from bench.models.common import LanguageModel
 from bench.provenance import comparability
 from bench.settings import field_types, literal_choices, unwrap_optional
-from tokenizers_study import FAMILIES, Tokenizer, split_scheme_name, tokenizer_from_bytes
+from tokenizers_study import Tokenizer, tokenizer_from_bytes
+from tokenizers_study.registry import read_scheme
 from tokenizers_study.text import text_counts
 
 
@@ -94,7 +95,7 @@ def _unregistered_family(spec: dict) -> str | None:
     model, scheme = spec.get("model"), spec.get("tokenizer")
     if isinstance(model, str) and model not in MODELS:
         return f"model {model!r}"
-    if isinstance(scheme, str) and split_scheme_name(scheme)[0] not in FAMILIES:
+    if isinstance(scheme, str) and read_scheme(scheme)[1] is None:
         return f"tokenization {scheme!r}"
     return None
 
