@@ -82,9 +82,13 @@ def test_fetch_and_stats_on_wikitext2(tmp_path, mirror, cli, one_line_error):
     assert out.returncode == 0, out.stderr
     records = {(r["scheme"], r["split"]): r for r in json.loads(out.stdout)}
     required = {"scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
-                "unk_rate", "lossless", "mb_per_s"}
+                "unk_rate", "lossless", "mb_per_s", "bytes_per_token", "chars_per_token", "renyi_efficiency",
+                "unigram_entropy_bits_per_byte", "vocab_used"}
     assert all(required <= set(r) for r in records.values())
     assert records[("byte", "test")]["tokens"] == 1_256_449
+    byte = records[("byte", "test")]  # one token a byte: its unigram code is its entropy per byte
+    assert byte["bytes_per_token"] == 1.0 and byte["unigram_entropy_bits_per_byte"] == byte["unigram_entropy_bits"]
+    assert 0 < byte["vocab_used"] < 1  # WikiText's test holds far fewer than 256 distinct bytes
     assert records[("byte", "test")]["lossless"] and records[("word-open:33278", "test")]["lossless"]
     # The partial train split misses some valid/test words: the closed vocabulary loses them.
     assert not records[("word:33278", "test")]["lossless"]

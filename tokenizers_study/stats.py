@@ -1,5 +1,6 @@
 """How a scheme cuts a text: tokens per byte, character and word, unknown and
 fallback rates, losslessness, encoding throughput, and how evenly the vocabulary is used.
+:data:`INTRINSIC` declares the measures a report sets against trained models' bits per byte.
 
 The last two follow Zouhar et al. (2023), "Tokenization and the Noiseless Channel": the
 Shannon entropy of the unigram distribution of the tokens, and its Rényi efficiency,
@@ -30,6 +31,8 @@ class SchemeStats:
     tokens_per_byte: float
     tokens_per_char: float
     tokens_per_word: float
+    bytes_per_token: float  # compression: how much text a token carries
+    chars_per_token: float
     unk_rate: float  # share of tokens that are <unk>
     fallback_rate: float  # share of tokens that are byte fallback (or <oov> spelling)
     lossless: bool
@@ -37,6 +40,8 @@ class SchemeStats:
     lost_bytes: int
     unigram_entropy_bits: float  # Shannon entropy of the tokens' unigram distribution
     renyi_efficiency: float  # Rényi entropy (alpha 2.5) of that distribution / log2 of the vocabulary size
+    unigram_entropy_bits_per_byte: float  # the unigram code's length per byte: entropy x tokens / bytes
+    vocab_used: float  # share of the vocabulary's ids that occur in the text
     mb_per_s: float  # encoding throughput, 10^6 bytes of text per second
     verified: bool | None = None  # filled by the caller from the data's provenance
     tokenizer_hash: str = ""
@@ -57,9 +62,6 @@ def scheme_stats(tokenizer: Tokenizer, text: str, split: str) -> tuple[SchemeSta
     fallback = int(np.isin(ids, fallback_ids).sum()) if len(fallback_ids) else 0
     loss = tokenizer.loss_report(text, ids)
 
-    def ratio(a: int, b: int) -> float:
-        return a / b if b else float("nan")
-
     stats = SchemeStats(
         scheme=tokenizer.spec.name,
         split=split,
@@ -68,23 +70,47 @@ def scheme_stats(tokenizer: Tokenizer, text: str, split: str) -> tuple[SchemeSta
         n_bytes=counts["n_bytes"],
         n_chars=counts["n_chars"],
         n_words=counts["n_words"],
-        tokens_per_byte=ratio(n, counts["n_bytes"]),
-        tokens_per_char=ratio(n, counts["n_chars"]),
-        tokens_per_word=ratio(n, counts["n_words"]),
-        unk_rate=ratio(unk, n),
-        fallback_rate=ratio(fallback, n),
+        tokens_per_byte=_ratio(n, counts["n_bytes"]),
+        tokens_per_char=_ratio(n, counts["n_chars"]),
+        unk_rate=_ratio(unk, n),
+        fallback_rate=_ratio(fallback, n),
         lossless=loss.lossless,
         lost_words=loss.lost_words,
         lost_bytes=loss.lost_bytes,
         unigram_entropy_bits=unigram_entropy_bits(ids, tokenizer.vocab_size),
-        renyi_efficiency=renyi_efficiency(ids, tokenizer.vocab_size),
         mb_per_s=counts["n_bytes"] / 1e6 / seconds,
         tokenizer_hash=tokenizer.hash,
+        **intrinsic_measures(ids, tokenizer.vocab_size, counts),
     )
     return stats, ids
 
 
 RENYI_ALPHA = 2.5
+
+# The measures of a tokenization that need no trained model (key: its label), each computed by intrinsic_measures
+INTRINSIC = {
+    "bytes_per_token": "bytes per token",
+    "chars_per_token": "characters per token",
+    "renyi_efficiency": f"Rényi efficiency (α = {RENYI_ALPHA})",
+    "unigram_entropy_bits_per_byte": "unigram entropy, bits per byte",
+    "vocab_used": "share of the vocabulary used",
+    "tokens_per_word": "tokens per word",
+}
+
+
+def intrinsic_measures(ids: np.ndarray, vocab_size: int, counts: dict) -> dict[str, float]:
+    """The INTRINSIC measures of the ids that encode a text of ``counts`` (tokenizers_study.text.text_counts)."""
+    n = len(ids)
+    entropy = unigram_entropy_bits(ids, vocab_size)
+    used = np.count_nonzero(np.bincount(np.asarray(ids, dtype=np.int64), minlength=vocab_size))
+    return {"bytes_per_token": _ratio(counts["n_bytes"], n), "chars_per_token": _ratio(counts["n_chars"], n),
+            "renyi_efficiency": renyi_efficiency(ids, vocab_size),
+            "unigram_entropy_bits_per_byte": _ratio(entropy * n, counts["n_bytes"]),
+            "vocab_used": _ratio(int(used), vocab_size), "tokens_per_word": _ratio(n, counts["n_words"])}
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
 
 
 def unigram_entropy_bits(ids: np.ndarray, vocab_size: int) -> float:

@@ -20,9 +20,9 @@ STATS_TITLE = "# Tokenization statistics"  # the first line of the Markdown repo
 # user's notes may start with it)
 MARK_START, MARK_END = "<!-- written by bench tokenize stats; sha256 of the text above: ", " -->\n"
 
-COLUMNS = ["scheme", "split", "vocab_size", "tokens", "tokens_per_byte", "tokens_per_char", "tokens_per_word",
+COLUMNS = ["scheme", "split", "vocab_size", "tokens", "bytes_per_token", "chars_per_token", "tokens_per_word",
            "unk_rate", "fallback_rate", "lossless", "lost_words", "lost_bytes", "unigram_entropy_bits",
-           "renyi_efficiency", "mb_per_s", "verified"]
+           "unigram_entropy_bits_per_byte", "renyi_efficiency", "vocab_used", "mb_per_s", "verified"]
 
 
 @dataclass

@@ -29,7 +29,7 @@ from bench.study.matrix.config import is_matrix_name
 from bench.study.matrix.finished_run import FinishedRun
 from bench.study.matrix.run_status import RunStatus
 from bench.study.matrix.runs_table import read_runs_table
-from bench.study.report import compressor_rows, convergence_figure, figures
+from bench.study.report import compressor_rows, convergence_figure, figures, intrinsic_section
 from bench.study.report.export import export_table
 from bench.study.report.figure_style import FigureStyle, metric_named, tokenizer_order
 from bench.study.report.flags import flag_legend, gave_text_back, run_flags
@@ -123,6 +123,7 @@ def _write_report(study: Study, out: Path, style: FigureStyle) -> Path:
                                style)
     _word_sections(doc, study, out, profiles, unk, style)
     _training_sections(doc, study, out, style)
+    intrinsic_section.section(doc, study, out, style, _figure)
     _paired_section(doc, study, out)
     _marginal_section(doc, study)
     failed = study.table[study.table["status"] != RunStatus.DONE.value]
