@@ -171,3 +171,26 @@ def test_bench_speed_runs_the_overlapped_blocks(cli):
                "--set", "threads=1", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["train_tokens_per_second"] > 0
+
+
+def test_more_chunks_than_a_segment_has_positions_is_refused_at_resolution():
+    """A chunk holds at least one position: beyond a training segment's (bptt) or an evaluation chunk's positions the
+    chunks would silently be fewer and of one position each, many times slower; resolution (bench train, bench
+    speed, a matrix's plan) refuses them."""
+    from bench.data.facts import DataFacts
+    from bench.engine.resolve import resolve
+    from bench.engine.spec import validate_spec
+    from bench.errors import BenchError
+
+    def resolved(**overrides):
+        return resolve(validate_spec(RunSpec(overrides={"bptt": 16, **overrides})), DataFacts.vocabulary_only(256))
+
+    assert resolved(layer_overlap=16).model.layer_overlap == 16  # a chunk of one position each: the most
+    with pytest.raises(BenchError) as refused:
+        resolved(layer_overlap=17)
+    assert str(refused.value) == ("layer_overlap (17) is more chunks than the 16 positions of a segment (bptt 16); "
+                                  "set layer_overlap to at most 16, or raise bptt")
+    assert resolved(layer_overlap=8, eval_chunk=8).train.eval_chunk == 8
+    with pytest.raises(BenchError, match=r"the 8 positions of a segment \(eval_chunk 8\); set layer_overlap to at "
+                                         r"most 8, or raise eval_chunk"):
+        resolved(layer_overlap=9, eval_chunk=8)

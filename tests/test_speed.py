@@ -27,6 +27,8 @@ SMALL = ["--set", "emsize=16", "--set", "nhid=32", "--set", "bptt=8", "--set", "
 UNBATCHED = [a for pair in zip(SMALL[::2], SMALL[1::2]) if pair[1] != "batch_size=2" for a in pair]
 TOY = {"emsize": 16, "nhid": 32, "bptt": 8, "batch_size": 2, "threads": 1, "eval_chunk": 4, "max_memory": 16}
 TRANSFORMER = {"d_model": 16, "nheads": 2, "bptt": 8, "batch_size": 2, "threads": 1}
+LABEL = "[" + " ".join(SMALL[1::2]) + "]"  # the --set overrides, as each line of bench speed names them
+UNBATCHED_LABEL = "[" + " ".join(UNBATCHED[1::2]) + "]"
 
 
 def test_bench_speed_shows_the_variant_it_measured_and_that_a_cpu_has_no_known_peak():
@@ -40,7 +42,7 @@ def test_bench_speed_shows_the_variant_it_measured_and_that_a_cpu_has_no_known_p
     assert row["compile_seconds"] == {"train": 0, "eval": 0, "timed": 0}
     code, out, err = call(["speed", "--steps", "1", "--warmup", "1", *SMALL, "--set", "precision=float16"])
     assert code == 0, err
-    assert out.startswith("sha-rnn/tiny: ") and ", loss scaling, lamb loop, on cpu" in out.splitlines()[0]
+    assert out.startswith("sha-rnn/tiny [emsize=16 ") and ", loss scaling, lamb loop, on cpu" in out.splitlines()[0]
     assert "MFU: no peak known for this cpu (--peak-tflops)" in out
 
 
@@ -92,8 +94,8 @@ def test_evaluation_is_timed_at_16_and_256_streams_in_the_runs_chunks_with_the_s
 def test_bench_speed_prints_evaluation_at_each_stream_count():
     code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *SMALL])
     assert code == 0, err
-    line = next(line for line in out.splitlines() if line.startswith("eval at "))
-    assert line.startswith("eval at 16 streams: ") and "; at 256: " in line and "x training)" in line
+    line = next(line for line in out.splitlines() if line.startswith("eval "))
+    assert line.startswith(f"eval {LABEL} at 16 streams: ") and "; at 256: " in line and "x training)" in line
     assert line.endswith("chunks of 4 tokens, state carried")
     code, out, err = call(["speed", "--steps", "1", "--warmup", "0", *SMALL, "--eval-streams", "4", "--json"])
     assert code == 0, err
@@ -209,9 +211,11 @@ def test_a_batch_sweep_measures_each_batch_size_and_marks_the_fastest():
                            "--peak-tflops", "10"])
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("sha-rnn/tiny: ") and "segments of 8" in lines[0]
+    assert lines[0].startswith(f"sha-rnn/tiny {UNBATCHED_LABEL}: ") and "segments of 8" in lines[0]
     assert [line.split()[0] for line in lines[3:]] == ["1", "2"] and out.count("<- best") == 1
     assert all(line.split()[4].endswith("%") for line in lines[3:])  # MFU from the peak given
+    assert lines[1].split()[-1] == "--set"  # each row names the other --set overrides it measured
+    assert all(line.endswith(f"  {UNBATCHED_LABEL[1:-1]}") for line in lines[3:])
 
 
 @pytest.mark.parametrize("option, fragment", [
@@ -241,3 +245,49 @@ def test_a_cuda_graph_is_not_profiled(monkeypatch):
     monkeypatch.setattr(cuda_graphs, "check_cuda_graphs", lambda *args: None)  # as on a GPU, where graphs run
     with pytest.raises(BenchError, match="--profile cannot see inside a CUDA graph's replay"):
         measure_speed(RunSpec(overrides={**TOY, "cuda_graphs": True}), DataFacts.vocabulary_only(256), profile=True)
+
+
+def test_each_measured_line_names_the_set_variant_it_measured():
+    from bench.commands.speed import speed_text, sweep_text
+
+    info = measure_speed(RunSpec(overrides={**TOY, "layer_overlap": 2}), DataFacts.vocabulary_only(256), steps=1,
+                         warmup=0, eval_streams=(2,))
+    label = " [emsize=16 nhid=32 bptt=8 batch_size=2 threads=1 eval_chunk=4 max_memory=16 layer_overlap=2]"
+    lines = speed_text(info).splitlines()
+    assert [line.startswith(f"{first}{label}") for line, first in zip(lines, ("sha-rnn/tiny", "train", "eval"))] == [
+        True] * 3
+    plain = speed_text({**info, "settings": {}}).splitlines()  # the preset as it is: nothing to name
+    assert plain[0].startswith("sha-rnn/tiny: ") and plain[1].startswith("train: ")
+    assert plain[2].startswith("eval at 2 streams: ")
+    failed = {"batch_size": 4, "settings": {**info["settings"], "batch_size": 4}, "error": "out of memory"}
+    rows = sweep_text([{**info, "best": True}, {**failed, "best": False}]).splitlines()
+    assert rows[0].startswith("sha-rnn/tiny [emsize=16 nhid=32 bptt=8 threads=1 ")  # the sweep sets the batch
+    assert [row.split()[-1] for row in rows[3:]] == ["layer_overlap=2"] * 2
+    assert all("max_memory=16" in row and "batch_size" not in row for row in rows[3:])
+
+
+def test_evaluation_streams_whose_logits_cannot_fit_are_refused_before_anything_is_timed(monkeypatch):
+    import bench.engine.hardware.memory as memory
+    from bench.engine.resolve import resolve
+    from bench.engine.spec import validate_spec
+
+    facts = DataFacts.vocabulary_only(256)
+    params = resolve(validate_spec(RunSpec(overrides=TOY)), facts).size().params_total
+    per_stream = memory.EVAL_LOGIT_COPIES * memory.FLOAT32 * 256 * TOY["eval_chunk"]  # logits of one stream's chunk
+    most = 40  # streams this machine holds: its memory set to their logits and the weights (training needs less)
+    monkeypatch.setattr(memory, "device_memory", lambda device: (memory.FLOAT32 * params + most * per_stream,
+                                                                 "this machine's"))
+    timed = []
+    monkeypatch.setattr(speed, "_timed", lambda *args: timed.append(args) or {
+        "warmup": 0.0, "timed": 1.0, "warmup_compile": 0.0, "timed_compile": 0.0})
+    with pytest.raises(BenchError) as refused:
+        measure_speed(RunSpec(overrides=TOY), facts, steps=1, warmup=0, eval_streams=(2, most + 1))
+    assert str(refused.value).startswith("--eval-streams 41 in chunks of 4 tokens: evaluation needs at least ")
+    assert timed == []  # refused before training was timed or any stream's tokens allocated
+    assert list(measure_speed(RunSpec(overrides=TOY), facts, steps=1, warmup=0, eval_streams=(most,))["eval"]) == [
+        "40"]
+    monkeypatch.undo()
+    with pytest.raises(BenchError, match="--eval-streams 100,000,000 in chunks of 4 tokens: evaluation needs"):
+        measure_speed(RunSpec(overrides=TOY), facts, eval_streams=(10**8,))  # this machine's own memory
+    with pytest.raises(BenchError, match="--eval-streams 0 is not a positive whole number"):
+        measure_speed(RunSpec(overrides=TOY), facts, eval_streams=(0,))

@@ -373,3 +373,17 @@ def test_init_from_is_the_weights_content_not_the_folder_names(data_dir, tmp_pat
     with pytest.raises(BenchError, match="holds a run started from other weights"):
         train(spec(data_dir, tmp_path / "partial", init_from=str(tmp_path / "b" / "base")), show_progress=False)
     assert not (tmp_path / "partial" / "result.json").exists()
+
+
+def test_greedy_sampling_never_picks_bos_even_when_it_is_the_most_likely(data_dir, tmp_path, monkeypatch):
+    """top-k keeps the k most likely continuations, <bos> not among them: were <bos> masked after top-k 1 kept it
+    alone, nothing would be left to sample."""
+    from bench.models.sharnn import SHARNN
+
+    train(spec(data_dir, tmp_path / "run", max_steps=3), show_progress=False)
+    bos = load_model(tmp_path / "run").tokenizer.bos_id
+    original = SHARNN.logits
+    monkeypatch.setattr(SHARNN, "logits", lambda self, hidden: original(self, hidden).index_fill(-1, torch.tensor(
+        [bos]), 1e4))  # <bos> far ahead of every other token
+    _, continuation = sample(tmp_path / "run", "the ", max_tokens=5, top_k=1)
+    assert len(continuation) >= 1

@@ -86,13 +86,27 @@ def _check_sweep(overrides: dict[str, str], profile: bool, eval_streams: str | N
                          "drop --eval-streams")
 
 
+def set_pairs(settings: dict, leave_out: tuple[str, ...] = ()) -> str:
+    """``key=value ...``: the --set overrides a measurement ran with; empty for the preset as it is."""
+    return " ".join(f"{key}={value}" for key, value in settings.items() if key not in leave_out)
+
+
+def settings_label(settings: dict, leave_out: tuple[str, ...] = ()) -> str:
+    """`` [key=value ...]`` after a line's first word, so that each line copied elsewhere still says which variant
+    it measured; empty for the preset as it is."""
+    pairs = set_pairs(settings, leave_out)
+    return f" [{pairs}]" if pairs else ""
+
+
 def _header(info: dict, batch: bool = True) -> str:
-    """The model, its size, the batch (or with ``batch`` false, the segment alone), precision, optimizer, device."""
+    """The model and its --set overrides, its size, the batch (or with ``batch`` false, the segment alone),
+    precision, optimizer, device."""
     device = info["device"]
     variant = (f", {info['optimizer']}" + (", compiled" if info["compile"] else "")
                + (", CUDA graphs" if info["cuda_graphs"] else ""))
     shape = f"batch {info['batch_size']} x {info['bptt']}" if batch else f"segments of {info['bptt']}"
-    return (f"{info['model']}/{info['preset']}: {info['params_total']:,} parameters, {shape}, "
+    overrides = settings_label(info["settings"], () if batch else ("batch_size",))
+    return (f"{info['model']}/{info['preset']}{overrides}: {info['params_total']:,} parameters, {shape}, "
             f"{info['precision']}{variant}, on {device['type']} ({device.get('name', '')})")
 
 
@@ -103,10 +117,11 @@ def speed_text(info: dict) -> str:
         f", MFU {100 * info['mfu']:.1f}%" if info["mfu"] <= 1 else
         f", MFU not shown: the measured rate is above the peak of {info['peak_tflops']:g} TFLOP/s (check "
         "--peak-tflops)")
-    lines = [_header(info),
-             f"train: {info['train_tokens_per_second']:,.0f} tokens/s ({flops_rate(info['train_tflops'])}{mfu})"]
+    overrides = settings_label(info["settings"])
+    lines = [_header(info), f"train{overrides}: {info['train_tokens_per_second']:,.0f} tokens/s "
+                            f"({flops_rate(info['train_tflops'])}{mfu})"]
     if info["eval"]:
-        lines.append(eval_text(info["eval"]))
+        lines.append(eval_text(info["eval"], overrides))
     warm, compiled = info["warmup_seconds"], info["compile_seconds"]
     memory = f"; peak memory {info['peak_memory_gb']} GiB" if info["peak_memory_gb"] is not None else ""
     compiling = (f" (compilation {compiled['train']:.1f} s and {compiled['eval']:.1f} s)"
@@ -124,12 +139,13 @@ def speed_text(info: dict) -> str:
     return "\n".join(lines)
 
 
-def eval_text(evaluation: dict) -> str:
-    """``eval at 16 streams: X tokens/s (N.Nx training); at 256: ...``, and the chunks (or window) scored."""
+def eval_text(evaluation: dict, overrides: str = "") -> str:
+    """``eval at 16 streams: X tokens/s (N.Nx training); at 256: ...``, and the chunks (or window) scored;
+    ``overrides``: the :func:`settings_label` of the measurement, after ``eval``."""
     rows = list(evaluation.values())
     rates = [r["error"] if "error" in r else f"{r['tokens_per_second']:,.0f} tokens/s ({r['over_train']:.1f}x "
              f"training)" for r in rows]
-    parts = [f"eval at {rows[0]['streams']} streams: {rates[0]}"] + [
+    parts = [f"eval{overrides} at {rows[0]['streams']} streams: {rates[0]}"] + [
         f"at {r['streams']}: {rate}" for r, rate in zip(rows[1:], rates[1:])]
     first = rows[0]
     layout = (f"chunks of {first['chunk']} tokens, state carried" if first["window"] is None else
@@ -156,13 +172,16 @@ def profile_text(profile: dict, unprofiled_step: float) -> str:
 
 
 def sweep_text(rows: list[dict]) -> str:
-    """One line per batch size: training tokens/s, TFLOP/s, MFU, the fastest marked."""
+    """One line per batch size: training tokens/s, TFLOP/s, MFU, the fastest marked, and the other --set
+    overrides it ran with (where any were given)."""
     measured = [r for r in rows if "error" not in r]
     table = [{"batch": r["batch_size"], "train tokens/s": r.get("error") or f"{r['train_tokens_per_second']:,.0f}",
               "FLOP/s": flops_rate(r["train_tflops"]) if "error" not in r else "",
-              "MFU": _mfu_cell(r) if "error" not in r else "", "": "<- best" if r["best"] else ""} for r in rows]
+              "MFU": _mfu_cell(r) if "error" not in r else "", "": "<- best" if r["best"] else "",
+              "--set": set_pairs(r["settings"], ("batch_size",))} for r in rows]
+    columns = ["batch", "train tokens/s", "FLOP/s", "MFU", ""] + (["--set"] if any(r["--set"] for r in table) else [])
     lines = [_header(measured[0], batch=False)] if measured else []
-    return "\n".join(lines + [text_table(table, ["batch", "train tokens/s", "FLOP/s", "MFU", ""])])
+    return "\n".join(lines + [text_table(table, columns)])
 
 
 def _mfu_cell(row: dict) -> str:

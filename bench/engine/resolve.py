@@ -140,6 +140,7 @@ def resolve(spec: RunSpec, facts: DataFacts) -> ResolvedRun:
         model_values[family.window_setting] = train.bptt  # a windowed model sees its training segment
     model = make_config(spec.model, {**model_values, "vocab_size": facts.vocab_size})
     _check_layout(family.window_of(model), train, facts)
+    _check_layer_overlap(getattr(model, "layer_overlap", 1), train)
     net = _meta_model(spec.model, model)
     _check_runtime(train, net)
     size = _model_size(net, train, facts)
@@ -231,6 +232,16 @@ def check_eval_chunk(chunk: int | None, window: int | None, setting: str) -> Non
     if chunk is not None and window is not None and chunk > window:
         raise BenchError(f"{setting} ({chunk}) is longer than the model's window ({window}): it is the stride of the "
                          f"evaluation window; use at most {window}")
+
+
+def _check_layer_overlap(overlap: int, train: TrainConfig) -> None:
+    """A model whose blocks run overlapped (the SHA-RNN's ``layer_overlap``) cuts each segment into that many chunks
+    of at least one position: beyond the positions of a training segment or an evaluation chunk, the chunks would
+    silently be fewer, each a single position (and many times slower)."""
+    for setting, positions in (("bptt", train.bptt), ("eval_chunk", train.eval_chunk)):
+        if positions is not None and overlap > positions:
+            raise BenchError(f"layer_overlap ({overlap}) is more chunks than the {positions} positions of a segment "
+                             f"({setting} {positions}); set layer_overlap to at most {positions}, or raise {setting}")
 
 
 def _check_layout(window: int | None, train: TrainConfig, facts: DataFacts) -> None:

@@ -35,6 +35,7 @@ import torch
 from bench.data.facts import DataFacts
 from bench.engine.budget import epoch_tokens, mean_step_tokens
 from bench.engine.hardware.device import configure, describe, pick_device, use_threads
+from bench.engine.hardware.memory import check_memory
 from bench.engine.optim import build_optimizer, implementation
 from bench.engine.hardware.precision import Precision, plan_precision
 from bench.engine.resolve import ResolvedRun, resolve
@@ -87,6 +88,10 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     a few more training steps under torch.profiler, split by what they spend their time on."""
     resolved = resolve(validate_spec(spec), facts)
     cfg = resolved.train
+    for streams in eval_streams:
+        if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+            raise BenchError(f"--eval-streams {streams!r} is not a positive whole number; give e.g. --eval-streams "
+                             f"16,256")
     if profile and cfg.cuda_graphs:
         raise BenchError("--profile cannot see inside a CUDA graph's replay; profile without --set cuda_graphs=true")
     device = pick_device(cfg.device)
@@ -99,6 +104,8 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     torch.manual_seed(0)
     model = build_training_model(resolved, device)
     precision = plan_precision(cfg.precision, cfg.lstm_precision, device, model)
+    layouts = [run_layout(model, streams, cfg.bptt, cfg.eval_chunk, precision) for streams in eval_streams]
+    _check_eval_memory(resolved, model, layouts)
     optimizer = build_optimizer(model.parameters(), cfg)
     step = _training_step(resolved, model, optimizer, facts.vocab_size, device, precision)
     train = _timed(step, device, steps, train_warmup)
@@ -112,8 +119,8 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     timed_tokens = steps * cfg.batch_size * cfg.bptt
     train_tps = timed_tokens / train["timed"]
     evaluation, eval_seconds = {}, []
-    for streams in eval_streams:
-        layout = run_layout(model, streams, cfg.bptt, cfg.eval_chunk, precision)
+    for layout in layouts:
+        streams = layout.streams
         try:
             row, seconds = _time_evaluation(resolved, model, layout, facts.vocab_size, device, precision,
                                             timed_tokens, warmup)
@@ -164,12 +171,25 @@ def sweep_batches(spec: RunSpec, facts: DataFacts, batch_sizes: tuple[int, ...],
         try:
             rows.append(measure_speed(sized, facts, steps, warmup, peak_tflops, eval_streams=()))
         except torch.cuda.OutOfMemoryError:
-            rows.append({"batch_size": batch_size, "error": "out of memory"})
+            rows.append({"batch_size": batch_size, "settings": dict(sized.overrides), "error": "out of memory"})
     measured = [r for r in rows if "error" not in r]
     fastest = max(measured, key=lambda r: r["train_tokens_per_second"], default=None)
     for row in rows:
         row["best"] = row is fastest
     return rows
+
+
+def _check_eval_memory(resolved: ResolvedRun, model: LanguageModel, layouts: list[EvalLayout]) -> None:
+    """The most streams asked for, refused before their tokens and logits are allocated when the logits alone
+    would not fit in the device's memory (the lower bound resolution holds a run's own evaluation to)."""
+    if not layouts:
+        return
+    cfg, widest = resolved.train, max(layouts, key=lambda layout: layout.streams * layout.chunk)
+    try:
+        check_memory(model.num_params(), resolved.data.vocab_size, cfg.batch_size * cfg.bptt,
+                     widest.streams * widest.chunk, cfg.device)
+    except BenchError as exc:
+        raise BenchError(f"--eval-streams {widest.streams:,} in chunks of {widest.chunk} tokens: {exc}") from None
 
 
 def _peak_memory_gb(device: torch.device) -> float | None:

@@ -208,10 +208,10 @@ def sample(path: str | Path, prompt: str, max_tokens: int = 200, temperature: fl
                 hidden, state = model(torch.tensor([pending[start:start + segment]], device=loaded.device), state)
         with loaded.precision.active(loaded.device):
             logits = model.logits(hidden[:, -1]).float().cpu() / temperature
+        logits[..., tok.bos_id] = float("-inf")  # <bos> starts documents, it is never a continuation (nor top-k's)
         if top_k:
             kth = torch.topk(logits, min(top_k, logits.shape[-1])).values[..., -1, None]
             logits = logits.masked_fill(logits < kth, float("-inf"))
-        logits[..., tok.bos_id] = float("-inf")  # <bos> starts documents, it is never a continuation
         pending = [int(torch.multinomial(torch.softmax(logits, dim=-1), 1, generator=generator))]
         out.append(pending[0])
     seen = tok.decode(np.array(prompt_ids, dtype=np.int64)) if prompt_ids else ""

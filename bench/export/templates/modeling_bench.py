@@ -79,5 +79,9 @@ class BenchForCausalLM(PreTrainedModel, GenerationMixin):
         return BenchOutput(loss=loss, logits=logits, state=state)
 
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, **kwargs) -> dict:
-        """generate() reads the whole sequence at each step (no cache): slower than carrying the state, exact."""
+        """generate() reads the sequence again at each step (no cache): slower than carrying the state, exact. A
+        windowed model reads its last ``window`` tokens, the window ``bench sample`` slides over a long text: the
+        next token after as many of the previous ones as the model sees, so any number of new tokens fits."""
+        if self.config.window is not None:
+            input_ids = input_ids[:, max(0, input_ids.shape[1] - self.config.window):]
         return {"input_ids": input_ids}
