@@ -54,16 +54,27 @@ except ImportError:
     pass
 '''
 SCORE = WITHOUT_BENCH + '''
-import json, runpy
+import contextlib, io, json, re, runpy, shlex
 text_file, out, *folders = sys.argv[1:]
 with open(text_file, "rb") as handle:
     text = handle.read().decode("utf-8", "surrogateescape")
 from transformers import AutoTokenizer
 scored = {}
 for folder in folders:
-    score = runpy.run_path(folder + "/score_text.py")["score"]
+    script = runpy.run_path(folder + "/score_text.py")
     ids = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)(text)["input_ids"]
-    scored[folder] = {"score": score(folder, text), "ids": ids}
+    with open(folder + "/README.md") as handle:
+        block = re.search(r"```bash\\n(.*?)```", handle.read().split("## Results")[1], re.S).group(1)
+    card = {}
+    for line in block.strip().splitlines():  # the card's commands as written, FOLDER this folder
+        command, comment = line.split("#")
+        sys.argv = shlex.split(command.replace("FOLDER", folder))[1:]
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            script["main"]()
+        split, figure = re.fullmatch(r" (\\w+): ([0-9.]+) bits/byte", comment).groups()
+        card[split] = {"card": float(figure), "printed": json.loads(printed.getvalue())}
+    scored[folder] = {"score": script["score"](folder, text, streams=1), "ids": ids, "card": card}
 with open(out, "w") as handle:
     json.dump(scored, handle)
 '''
@@ -127,8 +138,11 @@ def scored(exported, corpus, tmp_path_factory) -> dict[str, dict]:
         shutil.copytree(exported["sha-rnn-byte"][1], folders[broken])
     weights = load_file(str(folders["transposed"] / "model.safetensors"))  # a square weight transposed
     square = next(name for name, w in weights.items() if w.dim() == 2 and w.shape[0] == w.shape[1])
-    save_file(weights | {square: weights[square].t().contiguous()}, str(folders["transposed"] / "model.safetensors"),
-              metadata={"format": "pt"})
+    transposed = weights | {square: weights[square].t().contiguous()}
+    save_file(transposed, str(folders["transposed"] / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((folders["transposed"] / "config.json").read_text())  # its sha256 recorded: only the number
+    config["weights_sha256"] = weights_digest({k.removeprefix("model."): v for k, v in transposed.items()})  # tells
+    (folders["transposed"] / "config.json").write_text(json.dumps(config))
     tokenizer = json.loads((folders["shifted"] / "tokenizer.json").read_text())
     vocab = tokenizer["model"]["vocab"]
     vocab["e"], vocab["t"] = vocab["t"], vocab["e"]  # two of the text's most frequent bytes trade ids
@@ -160,6 +174,20 @@ def test_transformers_alone_scores_the_split_as_bench_eval_does(scored, exported
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_cards_commands_give_its_figures_with_transformers_alone(scored, exported, name):
+    """Each figure of the card, in the run's layout (not one stream), by the card's own command."""
+    result = json.loads((exported[name][0] / "result.json").read_text())
+    card = scored[name]["card"]
+    assert sorted(card) == sorted(result["metrics"]) and result["evaluation"]["layout"]["streams"] > 1
+    for split, figures in card.items():
+        printed = figures["printed"]
+        assert relative(printed["bits_per_byte"], figures["card"]) <= TOLERANCE, split
+        assert relative(printed["bits_per_byte"], result["metrics"][split]["bits_per_byte"]) <= TOLERANCE, split
+        assert printed["layout"] == {k: result["evaluation"]["layout"][k] for k in ("streams", "chunk")}
+
+
+@pytest.mark.slow
 def test_the_folder_holds_what_the_field_expects(exported):
     from safetensors.torch import load_file
 
@@ -169,6 +197,8 @@ def test_the_folder_holds_what_the_field_expects(exported):
     payload = checkpoint.load(run)
     assert config["family"] == "sha-rnn" and config["window"] is None
     assert config["eval_chunk"] == payload["resolved"]["train"]["eval_chunk"]  # as bench eval feeds it
+    assert config["eval_streams"] == payload["resolved"]["train"]["eval_streams"]
+    assert config["weights_sha256"] == weights_digest(payload["model"])
     weights = load_file(str(folder / "model.safetensors"))
     best = payload["model"]
     assert sorted(weights) == sorted(f"model.{name}" for name in best)

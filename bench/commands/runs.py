@@ -254,4 +254,5 @@ def export_command(
 
     folder = export_run(run, out, format)
     print(f"exported {run} to {folder}: config.json, model.safetensors, the tokenizer, README.md (the model card)")
-    print(f"score it with transformers alone: python {folder / 'score_text.py'} {folder} TEXT_FILE")
+    print(f"score it with transformers alone: python {folder / 'score_text.py'} {folder} TEXT_FILE (in the card's "
+          f"layout, after checking the weights; README.md gives the command of each of its figures)")

@@ -14,7 +14,8 @@ these dataclasses. Layout of ``result.json`` (schema version 3)::
     training      steps, epochs, tokens, chars (those the tokens seen begin), seconds, throughput, best step
                   and its valid bits/char, FLOPs, CPU threads, precision {setting, ran, observed dtypes per module
                   family, loss scale, skipped steps}, warnings
-    evaluation    weights ("best (step N)" or "final"), layout {streams, chunk, window, precision}, what was scored
+    evaluation    weights ("best (step N)" or "final") and the sha256 of their tensors, layout {streams, chunk,
+                  window, precision}, what was scored
     metrics       per split: every field of bench.metrics.normalize, eval seconds and chars/s, lossless; read
                   back, the metrics are computed from the total NLL and counts (a metric declared since the file
                   was written is there too) and any the file holds must agree with them
@@ -120,6 +121,9 @@ class EvaluationSummary:
     layout: dict[str, Any]  # streams, chunk, window, precision (bench.engine.score.evaluation.EvalLayout)
     scored: str
     other_conventions: Optional[dict[str, Any]] = None  # the same model scored as another harness scores it
+    # sha256 of the scored weights' tensors (bench.engine.run.weights_digest), what bench export certifies; None:
+    # a model trained elsewhere, or a result written before it was recorded
+    weights_sha256: Optional[str] = None
 
 
 COUNTS = ("n_bytes", "n_chars", "n_words", "n_lines")  # the text's, beside the total NLL and the tokens

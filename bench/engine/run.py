@@ -137,11 +137,12 @@ def _evaluate(trainer: Trainer, wall_start: float) -> RunResult:
     if (out / BEST).is_file():
         checkpoint.load_weights(trainer.model, checkpoint.load(out / BEST)["model"], out / BEST)
         evaluated = f"best (step {trainer.progress.best_step})"
+    scored = weights_digest(trainer.model.state_dict())  # the weights scored, by content: what bench export checks
     scorer = trainer.scorer(final=True)
     metrics = evaluate_splits(scorer, trainer.corpus, resolved.train.final_splits,
                               out if resolved.train.dump_token_losses else None)
     trainer.check_not_diverged({split: m.total_nll_nats / max(m.n_tokens, 1) for split, m in metrics.items()})
-    return build_result(trainer, metrics, scorer.layout, evaluated, trainer.wall_seconds(wall_start))
+    return build_result(trainer, metrics, scorer.layout, evaluated, trainer.wall_seconds(wall_start), scored)
 
 
 def initial_weights(resolved: ResolvedRun) -> tuple[dict | None, dict | None]:
@@ -192,7 +193,7 @@ def remove_temporary_files(out: Path) -> None:
 
 
 def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: EvalLayout, evaluated: str,
-                 wall: float) -> RunResult:
+                 wall: float, weights_sha256: str) -> RunResult:
     from bench.provenance import comparability, git_commit, library_versions, machine
 
     resolved, corpus, p = trainer.resolved, trainer.corpus, trainer.progress
@@ -222,7 +223,8 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
                        "loss_scale": trainer.scaler.get_scale() if trainer.scaler is not None else None,
                        "skipped_steps": p.skipped_steps},
             warnings=list(p.warnings), started_from=p.started_from),
-        evaluation=EvaluationSummary(evaluated, layout.to_json(), "whole split, first token predicted from <bos>"),
+        evaluation=EvaluationSummary(evaluated, layout.to_json(), "whole split, first token predicted from <bos>",
+                                     weights_sha256=weights_sha256),
         metrics=metrics, comparable=comparable, comparability_notes=notes,
         provenance=Provenance(git_commit(), library_versions(), describe(trainer.device), machine(),
                               trainer.progress.started_at, _now(), wall),

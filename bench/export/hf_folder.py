@@ -4,26 +4,29 @@
 ``model.safetensors``, ``generation_config.json``, the tokenizer (``tokenizer.json`` where the ``tokenizers``
 library expresses the scheme exactly, else ``tokenization_bench.py`` running the scheme's own code), the run's
 tokenizer file ``bench_tokenizer.json``, its provenance ``bench_run.json`` (what ``bench eval`` of the folder
-checks its data against), ``score_text.py`` (a split scored as ``bench eval --streams 1`` scores it, with
-transformers alone) and ``README.md``, the model card. The folder is written beside ``OUT`` under a temporary name
-and renamed into place whole: an interrupted export leaves nothing.
+checks its data against), ``score_text.py`` (a split scored as the card's figures were, with transformers alone)
+and ``README.md``, the model card. Only the weights the run's result scored are exported: the sha256 of their
+tensors, recorded in ``result.json`` when they were scored, must be that of ``best.pt``'s; it is recorded in
+``config.json`` too, where ``score_text.py`` checks the weights it loaded against it. The folder is written beside
+``OUT`` under a short temporary name (bench.export.scratch) and renamed into place whole: an interrupted export
+leaves nothing that the next one does not remove.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.arguments import path_argument, text_argument
 from bench.engine import checkpoint
 from bench.engine.result import DONE, TRAINED, RunResult
-from bench.engine.score.evaluation import run_layout
+from bench.engine.run import weights_digest
 from bench.engine.score.inference import Loaded, load_model
 from bench.engine.exported import BENCH_TOKENIZER, EXPORT_FORMAT, PREFIX, PROVENANCE, WEIGHTS
 from bench.errors import BenchError
 from bench.export.model_card import model_card
+from bench.export.scratch import in_scratch, scratch_folder, without_marker
 from bench.export.vendor import check_copied_along, flat_name, vendor
 from bench.fileio import give_plain_modes, json_text, sha256_file
 from bench.models import MODELS
@@ -45,13 +48,15 @@ def export_run(run: str | Path, out: str | Path, format: str = "hf") -> Path:
         raise BenchError(f"--format {format!r} is not a format of bench export; give one of {', '.join(FORMATS)}")
     result, loaded = finished_run(run)
     claim_export_folder(out)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        write_folder(scratch, run, result, loaded)
-        give_plain_modes(scratch)
-        scratch.rename(out)  # refused if OUT appeared meanwhile: nothing is written over
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        with scratch_folder(out.parent) as scratch:
+            write_folder(scratch, run, result, loaded)
+            without_marker(scratch)
+            give_plain_modes(scratch)
+            scratch.rename(out)  # refused if OUT appeared meanwhile: nothing is written over
+    except OSError as exc:  # a full disk, say: named by the user's path, not the scratch folder's
+        if exc.filename is None or in_scratch(Path(exc.filename), out.parent):
+            raise OSError(exc.errno, exc.strerror, str(out)) from None
         raise
     return out
 
@@ -73,9 +78,21 @@ def finished_run(run: Path) -> tuple[RunResult, Loaded]:
         raise BenchError(f"{run} has no {BEST}, the weights its {RESULT} scored ({result.evaluation.weights}); "
                          f"nothing is exported: restore {BEST}, or train the run again")
     loaded = load_model(run, "cpu")
+    weights = checkpoint.locate(run).name
     if loaded.payload.get("run_id") != result.run_id:
-        raise BenchError(f"{run}: its weights {checkpoint.locate(run).name} are of run {loaded.payload.get('run_id')} "
+        raise BenchError(f"{run}: its weights {weights} are of run {loaded.payload.get('run_id')} "
                          f"but its {RESULT} of run {result.run_id}; nothing is exported: train the run again")
+    scored, here = result.evaluation.weights_sha256, weights_digest(loaded.payload["model"])
+    if scored is None:  # a re-score here could not tell small edits from another machine's rounding: refused
+        raise BenchError(f"{run / RESULT} does not record the sha256 of the weights it scored (it was written before "
+                         f"results did), so {weights} cannot be certified as those weights; nothing is exported: move "
+                         f"{RESULT} aside and run the run again with the same settings (its training is done: it only "
+                         f"scores {weights} again and records them)")
+    if scored != here:
+        raise BenchError(f"{run / weights} (tensors sha256 {here[:12]}...) is not the weights its {RESULT} scored "
+                         f"(sha256 {scored[:12]}...): it was edited or replaced since; nothing is exported: restore "
+                         f"the run's own {weights}, or score these weights anew (move {RESULT} aside and run the run "
+                         f"again with the same settings)")
     return result, loaded
 
 
@@ -91,18 +108,20 @@ def claim_export_folder(out: Path) -> None:
 
 
 def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> None:
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     weights = {PREFIX + name: tensor.contiguous() for name, tensor in loaded.payload["model"].items()}
-    save_file(weights, str(folder / WEIGHTS), metadata={"format": "pt"})
-    write_model_code(folder, loaded)
+    # written by Python, not by safetensors' own writer: a failed write (a full disk) is an OSError, one line
+    (folder / WEIGHTS).write_bytes(save(weights, metadata={"format": "pt"}))
+    write_model_code(folder, loaded, result)
     tokenizer_files = write_tokenizer(folder, loaded.tokenizer, loaded.payload["tokenizer"])
     (folder / "generation_config.json").write_text(json_text(
         {"bos_token_id": loaded.tokenizer.bos_id, "do_sample": False, "use_cache": False}))
     provenance = {
         "format": EXPORT_FORMAT, "run_id": result.run_id, "resolved": loaded.payload["resolved"],
         "data": loaded.payload.get("data", {}), "result": result.to_json(),
-        "weights": {"file": WEIGHTS, "from": checkpoint.locate(run).name, "sha256": sha256_file(folder / WEIGHTS)},
+        "weights": {"file": WEIGHTS, "from": checkpoint.locate(run).name, "sha256": sha256_file(folder / WEIGHTS),
+                    "tensors_sha256": result.evaluation.weights_sha256},
         "exported": {"from": str(run.resolve()), "toolkit": git_commit(),
                      "at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
@@ -110,12 +129,7 @@ def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> 
     (folder / "README.md").write_text(model_card(result, provenance, tokenizer_files))
 
 
-def eval_chunk(loaded: Loaded) -> int:
-    """Tokens per forward pass as bench eval scores this run (a windowed model's stride)."""
-    return run_layout(loaded.model, 1, loaded.train.bptt, loaded.train.eval_chunk).chunk
-
-
-def write_model_code(folder: Path, loaded: Loaded) -> None:
+def write_model_code(folder: Path, loaded: Loaded, result: RunResult) -> None:
     family = MODELS[loaded.spec.model]
     module, config_module = family.__module__, family.config_class.__module__
     written = vendor([module, config_module], folder)
@@ -130,7 +144,9 @@ def write_model_code(folder: Path, loaded: Loaded) -> None:
         "architectures": ["BenchForCausalLM"], "model_type": "bench",
         "auto_map": {"AutoConfig": "modeling_bench.BenchConfig", "AutoModelForCausalLM": "modeling_bench.BenchForCausalLM"},
         "family": loaded.spec.model, "family_config": loaded.payload["resolved"]["model"],
-        "eval_chunk": eval_chunk(loaded), "window": family.window_of(loaded.model.config),
+        # score_text.py's defaults: the layout the card's figures were scored in, and the weights they scored
+        "eval_chunk": result.evaluation.layout["chunk"], "eval_streams": result.evaluation.layout["streams"],
+        "weights_sha256": result.evaluation.weights_sha256, "window": family.window_of(loaded.model.config),
         "vocab_size": loaded.tokenizer.vocab_size, "bos_token_id": loaded.tokenizer.bos_id,
         "tie_word_embeddings": False, "dtype": "float32",
     }

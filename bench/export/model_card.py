@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from bench.data.corpora import REGISTRY
 from bench.engine.result import RunResult
 from bench.metrics import METRICS
@@ -30,11 +32,14 @@ def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str
         "```", "",
         "`model(input_ids, state=state)` returns the logits and the model's `state` after the chunk: pass it to the "
         "next chunk to score a long text as `bench eval` does (`python score_text.py FOLDER TEXT_FILE` does exactly "
-        "that, with transformers alone). Encodings start with `<bos>`, the document start every text is scored from.",
+        "that, with transformers alone, in the layout of the results below unless told otherwise, after checking "
+        "the weights). Encodings start with `<bos>`, the document start every text is scored from.",
         "", "## Model", "",
         f"- family: {model.name} (its code: `modeling_bench.py` and the files beside it)",
         f"- parameters: {model.params_total:,} ({model.params_non_embedding:,} outside the embedding)",
         f"- settings: {', '.join(f'{k}={v}' for k, v in provenance['resolved']['model'].items())}",
+        f"- weights: `model.safetensors`, from the run's `{provenance['weights']['from']}`; sha256 of its tensors "
+        f"`{result.evaluation.weights_sha256}`, that of the weights the results below scored",
         "", "## Tokenization", "",
         f"- scheme: `{tok.scheme}`, {tok.vocab_size:,} tokens, sha256 `{tok.hash}` (the file `bench_tokenizer.json`)",
         f"- in transformers: `{tokenizer_files}`" + ("" if tokenizer_files == "tokenizer.json" else
@@ -63,6 +68,7 @@ def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str
         lines.append(f"| {split} | " + " | ".join(f"{getattr(metrics, key):.4f}" for key in CARD_METRICS)
                      + f" | {metrics.n_tokens:,} | {str(result.comparable).lower()} |")
     lines += [*([""] + [f"- {note}" for note in result.comparability_notes] if result.comparability_notes else []),
+              *reproduce(result),
               "", "## Provenance", "",
               f"- trained with the toolkit at commit `{trained_commit.get('commit')}`"
               f"{' (with uncommitted changes)' if trained_commit.get('dirty') else ''} on "
@@ -73,6 +79,24 @@ def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str
               "- `bench eval FOLDER` scores this folder as the run's own weights, after checking the data files "
               "against the checksums above; `--set init_from=FOLDER` trains on from it", ""]
     return "\n".join(lines)
+
+
+def reproduce(result: RunResult) -> list[str]:
+    """The commands that give each figure of the table again, with transformers alone."""
+    layout = result.evaluation.layout
+    options = f"--streams {layout['streams']} --chunk {layout['chunk']}"
+    lines = ["", "Each figure again, with transformers alone: `score_text.py` checks the weights against the sha256 "
+             "above (recorded in `config.json` as `weights_sha256`), then scores the split's file (the path where the "
+             "run read it; its sha256 is under Training data) in the same layout (these options are its defaults):",
+             "", "```bash"]
+    lines += [f"python FOLDER/score_text.py FOLDER {shlex.quote(result.data.splits[split].file)} {options}  # {split}: "
+              f"{metrics.bits_per_byte:.6f} bits/byte" for split, metrics in result.metrics.items()
+              if split in result.data.splits]
+    lines.append("```")
+    if layout.get("precision", "float32") != "float32":
+        lines += ["", f"The figures were scored with the model's body in {layout['precision']}; `score_text.py` "
+                      f"scores in float32, so the last digits may differ."]
+    return lines
 
 
 def _lossless(per_split: dict[str, bool]) -> str:
