@@ -26,7 +26,7 @@ if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
 
 import typer  # noqa: E402
 
-from bench.commands import config, data, models, runs, speed, study, tokenize  # noqa: E402
+from bench.commands import config, data, models, records, runs, speed, study, tokenize  # noqa: E402
 from bench.errors import USER_ERRORS, file_system_error  # noqa: E402
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ app.add_typer(data.app, name="data")
 app.add_typer(tokenize.app, name="tokenize")
 app.add_typer(models.app, name="models")
 app.add_typer(config.app, name="config")
+app.add_typer(records.app, name="records")
 app.command("train")(runs.train_command)
 app.command("eval")(runs.eval_command)
 app.command("sample")(runs.sample_command)

@@ -644,7 +644,8 @@ def test_bad_input_is_refused_in_one_line_and_writes_nothing(sandbox, args, frag
 
 
 def test_every_command_taking_input_is_in_the_catalogue():
-    """A command added without a bad-input case here fails this test: the catalogue follows the command line."""
+    """A command added without a bad-input case here (or in a verdict's suite) fails this test: the catalogue
+    follows the command line."""
     import typer.main
 
     from cli import app
@@ -654,7 +655,9 @@ def test_every_command_taking_input_is_in_the_catalogue():
     commands += [(name, sub) for name, command in group.commands.items() for sub in getattr(command, "commands", {})]
     taking_input = [c for c in commands if any(p.required or p.param_type_name == "option"
                                                for p in _command(group, c).params if p.name != "help")]
-    covered = {tuple(argv[:len(c)]) for _, argv, *_ in CASES for c in taking_input}
+    from tests.verdict_catalogues import cases
+
+    covered = {tuple(argv[:len(c)]) for _, argv, *_ in CASES + cases() for c in taking_input}
     assert [c for c in taking_input if c not in covered] == []
     assert {("train",), ("data", "fetch"), ("config", "fields")} <= set(taking_input)  # sub-commands included
 

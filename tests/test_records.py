@@ -1,11 +1,11 @@
 """A finished run's records (bench.study.matrix.records): what a lent GPU sends back and a study commits. The matrix skips a
-run whose record is given, the report reads its losses by document as if it had its per-token losses, and no
+run whose whole record is given, the report reads its losses by document as if it had its per-token losses, and no
 record or run folder is ever replaced."""
 
 import json
+import math
+import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +16,8 @@ from bench.run_files import CHECKPOINT, RESULT, TOKENIZER, document_losses, toke
 from bench.study.matrix.finished_run import FinishedRun, read_document_losses
 from bench.engine.result import RunResult
 from bench.study.matrix.execute import Execution, run_matrix
-from bench.study.matrix.records import RECORD_FILES, export_records
+from bench.study.matrix.record_checks import RECORD_FILES
+from bench.study.matrix.records import export_records
 from bench.study.report.report import build_report
 
 pytestmark = pytest.mark.mirror
@@ -72,7 +73,7 @@ def trained(tmp_path_factory, wt2_data_dir):
     outcome = run_matrix(config, root / "trained", wt2_data_dir, Execution(show_progress=False))
     assert outcome.counts == {"done": 4}
     written = export_records(root / "trained", root / "records")
-    assert len(written) == 4
+    assert len(written.paths) == 4 and written.left_out == []
     return config, root / "trained", root / "records", wt2_data_dir
 
 
@@ -140,25 +141,24 @@ def test_export_keeps_the_same_record_and_refuses_another(trained, tmp_path):
     _, results, records, _ = trained
     target = tmp_path / "records"
     shutil.copytree(records, target)
-    assert export_records(results, target) == []  # the same runs: nothing written, nothing replaced
+    assert export_records(results, target).paths == []  # the same runs: nothing written, nothing replaced
     first, second = sorted(target.iterdir())[:2]
     shutil.rmtree(first)
     shutil.copytree(second, first)  # another run's record under this run's name
     before = (first / RESULT).read_bytes()
-    with pytest.raises(BenchError, match="is not the record of run"):
+    with pytest.raises(BenchError, match=f"{first} exists and is not the whole record of run .*its result.json is of"):
         export_records(results, target)
     assert (first / RESULT).read_bytes() == before
 
 
-def test_a_run_folder_whose_records_disagree_is_not_exported_and_is_named(trained, tmp_path, repo):
+def test_a_run_folder_whose_records_disagree_is_not_exported_and_is_named(trained, tmp_path, cli_here):
     """A cell.json edited to another tokenizer was exported as it said: the byte run became a BPE run's record."""
     _, results, _, _ = trained
     copy = shutil.copytree(results, tmp_path / "results", ignore=shutil.ignore_patterns("*.pt", "*.npy"))
     relabelled = next(copy.glob("lstm-*-byte-*"))
     cell = json.loads((relabelled / "cell.json").read_text())
     (relabelled / "cell.json").write_text(json.dumps({**cell, "cell": {**cell["cell"], "tokenizer": "bpe:300"}}))
-    done = subprocess.run([sys.executable, "-m", "bench.study.matrix.records", "export", str(copy), str(tmp_path / "out")],
-                          cwd=repo, capture_output=True, text=True)
+    done = cli_here("records", "export", str(copy), str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
         p.parent.name for p in copy.glob("*/cell.json") if p.parent != relabelled)
@@ -187,7 +187,7 @@ def test_a_record_of_another_texts_documents_is_refused_by_the_report(trained, t
         build_report(elsewhere, tmp_path / "report")
 
 
-def test_a_folder_already_here_is_not_adopted_and_a_refusal_adopts_nothing(trained, tmp_path):
+def test_a_folder_already_here_is_not_adopted_and_a_refusal_adopts_nothing(trained, tmp_path, capsys):
     config, results, records, data = trained
     elsewhere = tmp_path / "elsewhere"
     plan = run_matrix(config, elsewhere, data, Execution(show_progress=False), dry_run=True)
@@ -198,6 +198,7 @@ def test_a_folder_already_here_is_not_adopted_and_a_refusal_adopts_nothing(train
     record_matrix_owner(elsewhere, config)
     adopted = run_matrix(config, elsewhere, data, Execution(show_progress=False), dry_run=True, records=records)
     assert [run.status.value for chain in adopted.chains for run in chain].count("done") == 3
+    assert "3 run(s) done from their records" in capsys.readouterr().err  # the summary counts the runs adopted
     tampered = tmp_path / "records"
     shutil.copytree(records, tampered)
     last = sorted(tampered.iterdir())[-1]
@@ -207,3 +208,30 @@ def test_a_folder_already_here_is_not_adopted_and_a_refusal_adopts_nothing(train
     with pytest.raises(BenchError, match="is not the run's"):
         run_matrix(config, tmp_path / "third", data, Execution(show_progress=False), records=tampered)
     assert not list((tmp_path / "third").glob("lstm-*"))  # checked before any folder was made
+
+
+@pytest.mark.parametrize("edit,said", [
+    ("bits", r"its documents.test.json sums to [\d,.]+ bits, its result.json to [\d,.]+\)"),
+    ("bytes", r"its documents.test.json sums to [\d,]+ bytes, its result.json scored [\d,]+\)"),
+    ("garbage", "its documents.test.json is not a readable record of losses by document"),
+])
+def test_a_record_whose_losses_by_document_disagree_with_its_result_is_refused_and_nothing_adopted(
+        trained, tmp_path, edit, said):
+    """Losses by document that do not sum to the result's total bits and scored bytes were adopted, and the report
+    then refused the whole results folder."""
+    config, _, records, data = trained
+    tampered = shutil.copytree(records, tmp_path / "records")
+    record = next(tampered.glob("lstm-*-byte-*s0*"))
+    path = record / document_losses("test")
+    losses = json.loads(path.read_text())
+    total = RunResult.read(record / RESULT).metrics["test"].total_nll_nats / math.log(2)
+    assert math.isclose(sum(losses["bits"]), total, rel_tol=1e-12)  # as exported: its sums are the result's
+    if edit == "bits":
+        losses["bits"][0] += total * 1e-5  # beyond float rounding
+    elif edit == "bytes":
+        losses["bytes"][0] += 1
+    path.write_text(json.dumps(losses) if edit != "garbage" else '{"bits": [1.0')
+    named = f"1 folder.* no run adopted: {re.escape(str(tampered / record.name))} \\("
+    with pytest.raises(BenchError, match=named + said):
+        run_matrix(config, tmp_path / "elsewhere", data, Execution(show_progress=False), records=tampered)
+    assert not list((tmp_path / "elsewhere").glob("lstm-*"))  # nothing half-adopted: the whole records neither

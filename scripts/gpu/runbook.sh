@@ -240,7 +240,7 @@ lease() {
     || echo "the study stopped early (see study.log); the next call resumes it"
   echo "[$SECONDS s] study block done"; tail -4 "$OUT/study.log"
   if [ -d "$results" ]; then
-    "$PY" -m bench.study.matrix.records documents "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
+    bench records documents "$results" > "$logs/records.log" 2>&1 || echo "records failed (see logs/records.log)"
     tar --exclude='*.pt' --exclude='*.pt.*' --exclude='*.npy' -czf "$OUT/records.tgz" "$results"
     find "$results" -name 'token_nll.test.npy' -print0 | tar --null -T - -czf - | split -b 15M - "$OUT/nll.tgz."
   fi

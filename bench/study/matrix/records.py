@@ -4,11 +4,12 @@ back) so that the matrix skips it and the report reads it, in a folder small eno
 A record is the run folder's ``result.json``, ``spec.json``, ``cell.json``, ``status.json`` and ``log.jsonl``, and
 its losses by document (``documents.<split>.json``: bits and bytes of each document of the split, which the
 report's intervals resample), never checkpoints, per-token losses or the tokenizer (the same for every run of a
-tokenization: it is trained again from the data and must hash as the run's did).
+tokenization: it is trained again from the data and must hash as the run's did). Only whole records are written
+and adopted (bench.study.matrix.record_checks).
 
-* ``python -m bench.study.matrix.records documents RESULTS``: the losses by document of every finished run of a results
-  folder (from its ``token_nll.<split>.npy``), written beside them;
-* ``python -m bench.study.matrix.records export RESULTS RECORDS``: the records of its finished runs into RECORDS;
+* ``bench records documents RESULTS``: the losses by document of every finished run of a results folder (from its
+  ``token_nll.<split>.npy``), written beside them;
+* ``bench records export RESULTS RECORDS``: the records of its finished runs into RECORDS;
 * ``bench run-matrix CONFIG --records RECORDS``: a run not started here whose record is in RECORDS becomes a run
   folder of the results (its tokenizer from the data), so the matrix skips it and the report includes it.
 """
@@ -18,18 +19,26 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.engine.result import RunResult, finished_result
 from bench.errors import BenchError
-from bench.fileio import write_bytes_atomic, write_text_atomic
-from bench.run_files import CELL, LOG, RESULT, SPEC, STATUS, TOKENIZER, document_losses
-from bench.study.matrix.runs_table import finished_folders
+from bench.fileio import give_plain_modes, write_bytes_atomic, write_text_atomic
+from bench.run_files import TOKENIZER, document_losses
+from bench.study.matrix.record_checks import (RECORD_FILES, SPLITS, check_records_folder, matrix_results,
+                                              record_problem, refusal)
 
-SPLITS = ("test",)
-RECORD_FILES = (RESULT, SPEC, CELL, STATUS, LOG) + tuple(document_losses(split) for split in SPLITS)
+EXPORT = "bench records export RESULTS RECORDS"
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a records command wrote, and the run folders it left out (in the report's words: one line each)."""
+
+    paths: list[Path]
+    left_out: list[str]
 
 
 def write_document_losses(run_dir: Path, result: RunResult) -> list[Path]:
@@ -48,41 +57,77 @@ def write_document_losses(run_dir: Path, result: RunResult) -> list[Path]:
     return written
 
 
-def export_records(results_dir: Path, records_dir: Path) -> list[Path]:
-    """The record of each finished run of ``results_dir`` in ``records_dir`` (its losses by document written
-    first where it has per-token losses); the record folders written. A record already there is kept when it
-    is the same run and refused when it is not: no record is replaced."""
-    return export_finished(finished_folders(results_dir)[0], records_dir)
+def write_documents(results_dir: Path) -> Written:
+    """``bench records documents``: the losses by document of each finished run of a matrix's results folder,
+    written beside its per-token losses."""
+    finished, left_out = matrix_results(Path(results_dir))
+    return Written([path for run_dir, result in finished for path in write_document_losses(run_dir, result)],
+                   left_out)
 
 
-def export_finished(finished: list[tuple[Path, RunResult]], records_dir: Path) -> list[Path]:
-    """:func:`export_records` of finished runs (folder, result) already found."""
-    written = []
+def export_records(results_dir: Path, records_dir: Path) -> Written:
+    """``bench records export``: the record of each finished run of a matrix's ``results_dir`` in ``records_dir``
+    (its losses by document written first where it has per-token losses). A record already there is kept when it
+    is the whole record of the same run and refused when it is not; a run folder that is not a whole record is
+    refused by name: no record is replaced, and none is written unless all are whole."""
+    results_dir, records_dir = Path(results_dir), Path(records_dir)
+    finished, left_out = matrix_results(results_dir)
+    check_records_folder(records_dir, results_dir)
+    todo = []
     for run_dir, result in finished:
-        write_document_losses(run_dir, result)
         target = records_dir / run_dir.name
-        if target.exists():
-            held = finished_result(target, result.run_id)
-            if held is None:
-                raise BenchError(f"{target} exists and is not the record of run {result.run_id[:10]}; move it away "
-                                 f"or export into another folder")
-            continue
-        _copy_folder(run_dir, target, [name for name in RECORD_FILES if (run_dir / name).is_file()])
-        written.append(target)
-    return written
+        if not (target.exists() or target.is_symlink()):
+            todo.append((run_dir, result))
+        elif (problem := record_problem(target, result.run_id)) is not None:
+            raise BenchError(f"{target} exists and is not the whole record of run {result.run_id[:10]} ({problem}); "
+                             f"move it away or export into another folder")
+    for run_dir, result in todo:
+        write_document_losses(run_dir, result)
+    if problems := [(run_dir, p) for run_dir, result in todo if (p := record_problem(run_dir, result.run_id))]:
+        raise refusal(problems, "no record written", f"restore them, or move them out of {results_dir} to export "
+                                                     f"the others")
+    for run_dir, _ in todo:
+        _copy_folder(run_dir, records_dir / run_dir.name, _record_files(run_dir))
+    return Written([records_dir / run_dir.name for run_dir, _ in todo], left_out)
 
 
-def restore_record(record_dir: Path, run_id: str, run_dir: Path, data_dir: Path) -> bool:
-    """Make ``run_dir`` (which must not exist) from the record of ``run_id`` in ``record_dir``, its tokenizer
-    trained from the data (through the cache) and checked against the run's; False where the folder holds no
-    finished record of that run."""
-    result = finished_result(record_dir, run_id)
-    if result is None:
-        return False
-    tokenizer = _checked_tokenizer(record_dir, result, _tokenizer_here(result, data_dir))
-    _copy_folder(record_dir, run_dir, [name for name in RECORD_FILES if (record_dir / name).is_file()],
-                 extra={TOKENIZER: tokenizer})
-    return True
+def adopt_records(runs: list, records_dir: Path, data_dir: Path, dry_run: bool) -> int:
+    """Each run of a plan (``PlannedRun``) with no folder here whose record is in ``records_dir``: its folder made
+    from the record (not in a dry run) and its status done, so that the matrix skips it. Every record is checked
+    whole, and its tokenizer against the data, before any folder is made: a record that is not whole is refused
+    by name and nothing is adopted. How many were."""
+    from bench.study.matrix.run_status import RunStatus
+
+    if not records_dir.is_dir():
+        raise BenchError(f"--records {records_dir}: no such folder; give the folder of exported records "
+                         f"({EXPORT}), or leave --records out")
+    found = []
+    for run in runs:
+        if run.status is not RunStatus.NEW or run.run_dir is None or run.run_dir.exists():
+            continue  # a folder here is this machine's own run: never replaced
+        record = records_dir / run.run_dir.name
+        if record.exists() or record.is_symlink():
+            found.append((run, record))
+    if problems := [(record, p) for run, record in found if (p := record_problem(record, run.run_id))]:
+        raise refusal(problems, "no run adopted", f"export them again from the results they were trained in "
+                                                  f"({EXPORT}), or move them out of {records_dir} to train those "
+                                                  f"runs here")
+    here, tokenizers = {}, {}
+    for run, record in found:  # every tokenizer checked before anything is written
+        result = finished_result(record, run.run_id)
+        key = (result.spec.dataset, result.spec.tokenizer)
+        if key not in here:
+            here[key] = _tokenizer_here(result, data_dir)
+        tokenizers[run.run_id] = _checked_tokenizer(record, result, here[key])
+    for run, record in found:
+        if not dry_run:
+            _copy_folder(record, run.run_dir, _record_files(record), extra={TOKENIZER: tokenizers[run.run_id]})
+        run.status = RunStatus.DONE
+    return len(found)
+
+
+def _record_files(folder: Path) -> list[str]:
+    return [name for name in RECORD_FILES if (folder / name).is_file()]
 
 
 def _tokenizer_here(result: RunResult, data_dir: Path):
@@ -101,36 +146,6 @@ def _checked_tokenizer(record_dir: Path, result: RunResult, tokenizer) -> bytes:
     return tokenizer.to_bytes()
 
 
-def adopt_records(runs: list, records_dir: Path, data_dir: Path, dry_run: bool) -> int:
-    """Each run of a plan (``PlannedRun``) with no folder here whose record is in ``records_dir``: its folder made
-    from the record (not in a dry run) and its status done, so that the matrix skips it. Every record's tokenizer
-    is checked before any folder is made. How many were."""
-    from bench.study.matrix.run_status import RunStatus
-
-    if not records_dir.is_dir():
-        raise BenchError(f"--records {records_dir}: no such folder; give the folder of exported records "
-                         f"(python -m bench.study.matrix.records export RESULTS RECORDS), or leave --records out")
-    found = []
-    for run in runs:
-        if run.status is not RunStatus.NEW or run.run_dir is None or run.run_dir.exists():
-            continue  # a folder here is this machine's own run: never replaced
-        result = finished_result(records_dir / run.run_dir.name, run.run_id)
-        if result is not None:
-            found.append((run, records_dir / run.run_dir.name, result))
-    here, tokenizers = {}, {}
-    for run, record, result in found:  # every record checked before anything is written
-        key = (result.spec.dataset, result.spec.tokenizer)
-        if key not in here:
-            here[key] = _tokenizer_here(result, data_dir)
-        tokenizers[run.run_id] = _checked_tokenizer(record, result, here[key])
-    for run, record, _ in found:
-        if not dry_run:
-            _copy_folder(record, run.run_dir, [name for name in RECORD_FILES if (record / name).is_file()],
-                         extra={TOKENIZER: tokenizers[run.run_id]})
-        run.status = RunStatus.DONE
-    return len(found)
-
-
 def _copy_folder(source: Path, target: Path, names: list[str], extra: dict[str, bytes] | None = None) -> None:
     """``target`` made whole or not at all: the files are written into a folder of ``.staging/`` beside it (two
     levels down, where no reader of run folders looks), then renamed."""
@@ -144,31 +159,9 @@ def _copy_folder(source: Path, target: Path, names: list[str], extra: dict[str, 
             shutil.copyfile(source / name, staging / name)
         for name, data in (extra or {}).items():
             write_bytes_atomic(staging / name, data)
+        give_plain_modes(staging)  # a record to commit or share, not a private folder
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         with contextlib.suppress(OSError):
             staging_root.rmdir()  # only when empty
-
-
-def main(argv: list[str]) -> None:
-    usage = "usage: python -m bench.study.matrix.records documents RESULTS | export RESULTS RECORDS"
-    if len(argv) != {"documents": 2, "export": 3}.get(argv[0] if argv else None):
-        raise SystemExit(usage)
-    finished, left_out = finished_folders(Path(argv[1]))
-    for line in left_out:  # as the report says them: by name, never exported under the matrix's labels
-        print(f"note: {line}", file=sys.stderr)
-    if argv[0] == "documents":
-        for run_dir, result in finished:
-            for path in write_document_losses(run_dir, result):
-                print(path)
-    else:
-        written = export_finished(finished, Path(argv[2]))
-        print(f"{len(written)} record(s) written to {argv[2]}")
-
-
-if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except BenchError as exc:
-        raise SystemExit(f"error: {exc}") from None
