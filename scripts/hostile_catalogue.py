@@ -1,5 +1,6 @@
-"""The hostile catalogue re-run whole against any checkout: tests/test_bad_inputs.py's CASES and issue 35's cases
-from other suites (EXTRA), each as `python CHECKOUT/cli.py ...` (OMP_NUM_THREADS=1, 120 s, 8 GiB of address space)
+"""The hostile catalogue re-run whole against any checkout: tests/test_bad_inputs.py's CASES, issue 35's cases
+from other suites (EXTRA), issue 44's (scripts/hostile_entries.py) and the verdicts' (tests/verdict_catalogues.py),
+each as `python CHECKOUT/cli.py ...` (OMP_NUM_THREADS=1, 120 s, 8 GiB of address space)
 in one sandbox built by this checkout's code, classified as CLASSES by its exit, stderr and the sandbox's files
 (size, mtime) before and after; a sandbox a case changed is put back from a pristine copy.
 
@@ -29,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 from hostile_entries import API, LM, RECORDS, WORKS, entry_places  # noqa: E402  (issue 44's cases)
+from tests.verdict_catalogues import cases as verdict_cases, suites as verdict_suites  # noqa: E402
 CLASSES = ["clean", "works", "traceback", "data loss", "accepted-bad", "misleading", "leftover", "timeout"]
 TIMEOUT, MEMORY = 120, 8 * 2 ** 30
 
@@ -73,7 +75,7 @@ def cases() -> list[tuple[str, list[str], str]]:
 
     train = " ".join(TRAIN).replace(" --out {new}", "")
     return list(CASES) + [(name, args.replace("TRAIN", train).split(), fragment)
-                          for name, args, fragment in EXTRA + RECORDS] + API + LM
+                          for name, args, fragment in EXTRA + RECORDS] + API + LM + verdict_cases()
 
 
 def factory(root: Path) -> SimpleNamespace:  # pytest's tmp_path_factory, as far as the catalogue's fixtures use it
@@ -89,6 +91,10 @@ def build(root: Path) -> None:
     places = test_bad_inputs.sandbox._get_wrapped_function()(factory(root), make_toy_corpus)
     box = Path(places["sandbox"])
     places.update({k: str(v) for k, v in extra_places(box, {k: Path(v) for k, v in places.items()}).items()})
+    for suite in verdict_suites():  # each verdict's places in a folder of its own under the sandbox
+        folder = box / suite.__name__.rpartition(".")[2]
+        folder.mkdir()
+        places.update({k: str(v) for k, v in suite.places(folder, dict(places)).items()})
     (box / "cwd").mkdir()
     (root / "places.json").write_text(json.dumps(places, indent=1))
     shutil.copytree(box, root / "pristine", symlinks=True)
