@@ -14,6 +14,9 @@ A folder says whose it is by what it holds:
   results folder it reports, recorded in ``owner.json`` only: a report whose ``owner.json`` is lost is
   nobody's to rebuild.
 
+``bench reproduce``'s folder of runs trained again says so in ``owner.json`` (kind ``reproduction``, naming the
+results folder it reproduces); its run folders are its own.
+
 ``owner.json`` records a path twice, relative to the folder (moving a checkout keeps it) and absolute (moving
 the folder alone keeps it): either leading to the config or results folder claims it.
 A matrix writes its own runs' folders inside its results folder; nothing else writes inside another's folder.
@@ -34,6 +37,7 @@ RUN_FILES = (SPEC, RESULT, STATUS, CHECKPOINT, BEST)  # a log alone is debris
 REPORT_FILES = ("report.md", "report.html")
 RUN_DEBRIS = (LOCK, LOG, TOKENIZER, ERROR, TRAIN_LOG, CELL)  # a run that never checkpointed
 OWNER = "owner.json"
+REPRODUCTION = "reproduction"  # owner.json's kind for bench reproduce's folder (see claim_reproduction_folder)
 ABSOLUTE = "_absolute"  # owner.json's key for a path's absolute form
 
 
@@ -189,6 +193,32 @@ def claim_report_folder(folder: Path, results_dir: Path) -> None:
 
 def record_report_owner(folder: Path, results_dir: Path) -> None:
     _record(folder, "report", "results", results_dir)
+
+
+def claim_reproduction_folder(folder: Path, results_dir: Path) -> None:
+    """``bench reproduce``'s folder of runs trained again: new, empty, or the reproduction of the same results
+    folder (its owner.json says so); inside no run, matrix or report. Its run folders are its own to write."""
+    owner = owner_of(folder)
+    if owner is not None:
+        raise BenchError(f"{owner.describe()}, not a folder of bench reproduce; choose another --out folder")
+    recorded = _read_owner(folder)
+    if recorded.get("kind") != REPRODUCTION:
+        _refuse_foreign_files(folder, (), "a folder of bench reproduce")
+    elif Path(results_dir).resolve() not in (was := _places(folder, recorded, "results")):
+        raise BenchError(f"{folder} holds the reproduction of {was[-1] if was else 'another results folder'}, not of "
+                         f"{results_dir}; choose another --out folder")
+    above = enclosing_owner(folder)
+    if above is not None:
+        raise BenchError(f"{folder} is inside another folder ({above.describe()}); choose a folder outside it")
+
+
+def record_reproduction_owner(folder: Path, results_dir: Path) -> None:
+    _record(folder, REPRODUCTION, "results", results_dir)
+
+
+def is_reproduction(folder: Path) -> bool:
+    """Whether ``folder`` is the folder ``bench reproduce`` trained runs again in (its owner.json says so)."""
+    return _read_owner(folder).get("kind") == REPRODUCTION
 
 
 def _record(folder: Path, kind: str, key: str, path: Path) -> None:

@@ -133,11 +133,14 @@ def test_a_reference_of_runs_csv_and_matrix_toml_alone_is_planned_again_and_matc
 
 
 def test_the_demos_comparison_trains_nothing(study, cli_here, tmp_path):
-    import shutil
-
-    shutil.copytree(study / "results", tmp_path / "copy")  # the same runs, as a reproduction made elsewhere
-    done = cli_here("reproduce", str(study / "results"), "--reproduced", str(tmp_path / "copy"), "--quiet")
-    assert done.returncode == 0 and "4 runs; 4 bit-identical" in done.stdout
+    config = tmp_path / "repro.toml"  # the same study run again elsewhere, as make demo runs its own
+    config.write_text(CONFIG.format(root=study))
+    assert run_matrix(config, tmp_path / "mine", study / "data", Execution(threads=1, show_progress=False)).counts == {
+        "done": 4}
+    before = digest(tmp_path / "mine")
+    done = cli_here("reproduce", str(study / "results"), "--reproduced", str(tmp_path / "mine"), "--quiet")
+    assert done.returncode == 0 and "4 runs; 4 bit-identical; all within tolerance" in done.stdout, done.stderr
+    assert digest(tmp_path / "mine") == before
 
 
 def test_a_difference_is_measured_in_the_seeds_spread_of_its_cell():

@@ -26,8 +26,8 @@ def run_matrix_command(
                                            "name>)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run failed or diverged runs again."),
     records: Optional[Path] = typer.Option(None, "--records", help="A folder of finished runs' records trained "
-                                           "elsewhere (python -m bench.study.matrix.records export): a run not started "
-                                           "here whose record is there is done, its folder made from the record."),
+                                           "elsewhere (bench records export): a run not started here whose whole "
+                                           "record is there is done, its folder made from the record."),
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
     launcher: str = typer.Option("local", "--launcher", help="local: processes of this machine (--jobs); slurm: "
@@ -113,9 +113,11 @@ def reproduce_command(
     run: Optional[list[str]] = typer.Option(None, "--run", help="Reproduce this run (its run id or a prefix of it; "
                                             "repeatable)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Where the runs are trained again (default: "
-                                       "reproductions/<RESULTS' name>); never inside RESULTS."),
-    reproduced: Optional[Path] = typer.Option(None, "--reproduced", help="A results folder that already holds the "
-                                              "runs trained again (the demo's): compare, train nothing."),
+                                       "reproductions/<RESULTS' name>): a new folder, or this reproduction's from "
+                                       "before; never inside RESULTS or another run, matrix or report."),
+    reproduced: Optional[Path] = typer.Option(None, "--reproduced", help="A folder that already holds the runs "
+                                              "trained again (the demo's results, an earlier --out): compare, train "
+                                              "nothing. Never RESULTS, a folder inside it, or a copy of it."),
     jobs: int = typer.Option(1, "--jobs", help="Runs at a time, as run-matrix."),
     brief: bool = typer.Option(False, "--brief", help="The machines and the summary line, not each metric."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads per run (default: as many as the "
@@ -126,7 +128,8 @@ def reproduce_command(
     """Train recorded runs again from their recorded configuration and say how close they come: each metric's
     recorded and new value, their difference (in the seeds' standard deviations where the study has several),
     bit-identical where they are, and what differs between the two machines. Exits 1 when a difference exceeds its
-    tolerance (a quarter of the seeds' standard deviation, else 1% relative)."""
+    tolerance (a quarter of the seeds' standard deviation, else 1% relative), and when a chosen recorded run was not
+    compared (its records disagree, its folder is gone, its training failed): each is named."""
     from bench.study.matrix.reproduce import reproduce
     from bench.text_tables import text_table
 
@@ -137,5 +140,5 @@ def reproduce_command(
     for line in outcome.machines or ["the same machine, as recorded (CPU model, extensions, torch, threads)"]:
         print(f"machine: {line}")
     print(outcome.summary())
-    if not outcome.ok:
-        raise typer.Exit(1)
+    if (problem := outcome.problem()) is not None:
+        raise BenchError(problem)

@@ -10,6 +10,11 @@ For each run and metric: the recorded value, the new one, their absolute and rel
 units of the seeds' standard deviation. A difference beyond the tolerance (a quarter of that standard deviation
 where it is known, else :data:`RELATIVE_TOLERANCE`) fails the check, as do data that hash otherwise than the
 runs recorded (refused before anything is trained). What differs between the two machines is named.
+
+Only what was compared is vouched for: a recorded run that cannot be checked (its records disagree, its folder is
+gone) is named and fails the check, and a "reproduction" that is the record itself (the folder checked, a copy of
+it) is refused (:mod:`bench.study.matrix.reproduce_checks`). The folder trained into is claimed as every command
+claims its output (:mod:`bench.ownership`): new, or this results folder's reproduction from before.
 """
 
 from __future__ import annotations
@@ -17,17 +22,20 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from bench.engine.resolve import ResolvedRun
-from bench.engine.result import RunResult, finished_result
+from bench.engine.result import finished_result
 from bench.errors import BenchError
 from bench.metrics import METRICS, shown_metrics
+from bench.ownership import claim_reproduction_folder, record_reproduction_owner
 from bench.provenance import NOT_RECORDED
-from bench.run_files import CELL, MATRIX_CONFIG, RESULT, SPEC
+from bench.run_files import MATRIX_CONFIG, RESULT, SPEC
+from bench.study.matrix.reproduce_checks import (FOLDER, Recorded, Unchecked, check_reproduced_folder, recorded_runs,
+                                                 refuse_copies, reproductions, rows_of_run_folders)
 
 RELATIVE_TOLERANCE = 0.01  # where the seeds' spread of a cell is not known
 SEED_SHARE = 0.25  # of the seeds' standard deviation, where it is known
@@ -83,58 +91,56 @@ class Difference:
 class Reproduction:
     differences: list[Difference]
     machines: list[str]  # what differs between the recorded runs' machines and this one
+    compared: list[str] = field(default_factory=list)  # the recorded runs compared with a reproduction
     missing: list[str] = field(default_factory=list)  # recorded runs with no reproduction to compare
+    unchecked: list[Unchecked] = field(default_factory=list)  # recorded runs that could not be checked, and why
 
     @property
     def ok(self) -> bool:
-        return not self.missing and all(d.within for d in self.differences)
+        return self.problem() is None
+
+    def problem(self) -> str | None:
+        """Why the reproduction does not vouch for the chosen runs, in one line (None: it does)."""
+        exceeding = sum(not d.within for d in self.differences)
+        parts = [f"{exceeding} difference(s) beyond the tolerance (the table shows them; --brief hides it)"
+                 ] if exceeding else []
+        if self.missing:
+            parts.append(f"{len(self.missing)} recorded run(s) not reproduced: {', '.join(self.missing)} (none in "
+                         f"the reproduced folder, or its training failed: see its status.json and error.txt)")
+        if self.unchecked:
+            parts.append(f"{len(self.unchecked)} recorded run(s) not checked: {self._unchecked_text()}; restore "
+                         f"their records (or move their folders out) and run bench reproduce again")
+        if not parts and not self.compared:
+            parts.append("nothing compared")
+        return "; ".join(parts) or None
 
     def summary(self) -> str:
-        runs = sorted({d.run for d in self.differences})
-        identical = [r for r in runs if all(d.new == d.recorded for d in self.differences if d.run == r)]
+        """One line; "all within tolerance" only where every chosen run was compared."""
+        identical = [r for r in self.compared if all(d.new == d.recorded for d in self.differences if d.run == r)]
         worst = max((d for d in self.differences if not math.isnan(d.relative)), key=lambda d: d.relative,
                     default=None)
-        line = f"{len(runs)} runs; {len(identical)} bit-identical"
+        whole = not self.missing and not self.unchecked
+        chosen = len(self.compared) + len(self.missing) + len(self.unchecked)
+        line = (f"{len(self.compared)} runs" if whole else f"{len(self.compared)} of {chosen} recorded runs compared")
+        line += f"; {len(identical)} bit-identical" if self.compared else ""
         if worst is not None and worst.relative > 0:
             line += f"; the largest relative difference {worst.relative:.2g} ({worst.run}, {worst.metric})"
         if self.missing:
-            line += f"; {len(self.missing)} recorded run(s) not reproduced: {', '.join(self.missing)}"
+            line += f"; {len(self.missing)} not reproduced: {', '.join(self.missing)}"
+        if self.unchecked:
+            line += f"; {len(self.unchecked)} not checked: {self._unchecked_text()}"
         exceeding = sum(not d.within for d in self.differences)
-        return line + (f"; {exceeding} difference(s) beyond the tolerance" if exceeding else "; all within tolerance")
+        if exceeding:
+            return line + f"; {exceeding} difference(s) beyond the tolerance"
+        if not self.compared:
+            return line + "; nothing compared"
+        return line + ("; all within tolerance" if whole else f"; the {len(self.compared)} compared within tolerance")
+
+    def _unchecked_text(self) -> str:
+        return "; ".join(entry.line() for entry in self.unchecked)
 
 
-# --------------------------------------------------------------------------------------- what was recorded
-
-
-def recorded_rows(results: Path) -> pd.DataFrame:
-    """The finished runs of ``results`` as runs.csv rows: from its run folders, or from its runs.csv alone (a
-    committed reference), or the one run of a ``bench train`` folder."""
-    if (results / RESULT).is_file():
-        result = RunResult.read(results / RESULT)
-        return pd.DataFrame([{"run_id": result.run_id, "run_dir": results.name, **_cell_of(result), **result.flat()}])
-    if any(results.glob(f"*/{CELL}")):
-        from bench.study.matrix.runs_table import read_runs_table
-
-        return read_runs_table(results).done()
-    if (results / "runs.csv").is_file():
-        try:
-            table = pd.read_csv(results / "runs.csv", dtype={"run_id": str})
-        except (ValueError, pd.errors.ParserError) as exc:
-            raise BenchError(f"{results / 'runs.csv'} is not a readable runs table ({type(exc).__name__}); restore "
-                             f"it") from None
-        missing = [c for c in ("run_id", "status") if c not in table.columns]
-        if missing:
-            raise BenchError(f"{results / 'runs.csv'} has no {' or '.join(missing)} column: it is not a runs table "
-                             f"of bench run-matrix; restore it")
-        return table[table["status"] == "done"].copy()
-    raise BenchError(f"{results} holds no recorded run (no result.json, no run folders, no runs.csv); give a run "
-                     f"folder or a matrix's results folder")
-
-
-def _cell_of(result: RunResult) -> dict:
-    spec = result.spec
-    return {"model": spec.model, "preset": spec.preset, "tokenizer": spec.tokenizer, "dataset": spec.dataset,
-            "seed": spec.seed}
+# --------------------------------------------------------------------------------------- comparing
 
 
 def seed_spread(rows: pd.DataFrame, column: str) -> dict[str, float]:
@@ -158,13 +164,14 @@ def compare(recorded: pd.DataFrame, new: pd.DataFrame, runs: list[str] | None = 
     columns = {f"{split}_{key}": key in METRICS and METRICS[key].perplexity for split in ("valid", "test")
                for key in COMPARED if f"{split}_{key}" in recorded.columns}
     spreads = {column: seed_spread(recorded, column) for column in columns}
-    differences, missing, machines = [], [], set()
+    differences, compared, missing, machines = [], [], [], set()
     for row in chosen.to_dict("records"):
         name = str(row.get("run_dir") or row["run_id"])
         other = new_by_id.get(row["run_id"])
         if other is None:
             missing.append(name)
             continue
+        compared.append(name)
         for column, perplexity in columns.items():
             if pd.notna(row.get(column)) or pd.notna(other.get(column)):  # one side missing or NaN: a difference
                 differences.append(Difference(name, column, _number(row.get(column)), _number(other.get(column)),
@@ -173,7 +180,7 @@ def compare(recorded: pd.DataFrame, new: pd.DataFrame, runs: list[str] | None = 
             was, now = _text(row.get(key)), _text(other.get(key))
             if was != now:
                 machines.add(f"{key}: {was} -> {now}")
-    return Reproduction(differences, sorted(machines), missing)
+    return Reproduction(differences, sorted(machines), compared, missing)
 
 
 def _number(value) -> float:
@@ -196,8 +203,8 @@ def recorded_configs(results: Path, rows: pd.DataFrame, data_dir: Path) -> dict[
     matrix.toml alone) the matrix planned again, its runs matched by run id."""
     configs = {}
     for row in rows.to_dict("records"):
-        folder = results if (results / SPEC).is_file() else results / str(row.get("run_dir") or "")
-        if (folder / SPEC).is_file() and row.get("run_dir"):
+        folder = Path(row[FOLDER]) if isinstance(row.get(FOLDER), str) else None
+        if folder is not None and (folder / SPEC).is_file():
             configs[row["run_id"]] = ResolvedRun.from_json(json.loads((folder / SPEC).read_text()))
     if len(configs) < len(rows):
         configs.update(_planned_configs(results, rows, data_dir))
@@ -276,7 +283,8 @@ def train_again(configs: list[ResolvedRun], out: Path, data_dir: Path, jobs: int
     for [run] in todo:
         result = finished_result(run.run_dir, run.run_id)
         if result is not None:
-            rows.append({"run_id": result.run_id, **result.flat()})
+            rows.append({"run_id": result.run_id, "run_dir": run.run_dir.name, **result.flat(),
+                         FOLDER: str(run.run_dir)})
     return pd.DataFrame(rows, columns=["run_id"] if not rows else None)
 
 
@@ -285,8 +293,8 @@ def reproduce(results: Path, first: int | None, run_ids: list[str], out: Path | 
               ) -> Reproduction:
     """``bench reproduce``: the chosen recorded runs of ``results`` trained again in ``out`` (or already in
     ``reproduced``), compared with what was recorded; ``threads`` per run (default: as many as the runs recorded,
-    where they agree: a CPU's sums depend on them)."""
-    from bench.data.paths import resolve_data_dir
+    where they agree: a CPU's sums depend on them). Recorded runs that cannot be checked are named in the outcome;
+    a reproduction that is no other training than the record (the folder checked, a copy of it) is refused."""
     from bench.fileio import require_folder
 
     from bench.engine.hardware.device import check_threads
@@ -298,17 +306,36 @@ def reproduce(results: Path, first: int | None, run_ids: list[str], out: Path | 
         raise BenchError(f"--runs {first}: give a number of runs of at least 1")
     if jobs < 1:
         raise BenchError(f"--jobs {jobs}: give at least 1")
+    if out is not None and reproduced is not None:
+        raise BenchError("--out and --reproduced: give one (--out trains the runs again there, --reproduced compares "
+                         "runs trained again before)")
     check_threads(threads, "--threads")
-    rows = recorded_rows(results)
-    ids = _chosen(rows, first, run_ids, results)
-    if not ids:
+    if reproduced is not None:
+        check_reproduced_folder(require_folder(reproduced, "--reproduced folder"), results)
+    recorded = recorded_runs(results)
+    ids, unchecked = _chosen(recorded, first, run_ids, results)
+    if not ids and not unchecked:
         raise BenchError(f"{results} records no finished run to reproduce; give a folder whose runs are done")
     if reproduced is not None:
-        reproduced = require_folder(reproduced, "--reproduced folder")
-        if reproduced.resolve() == results.resolve():
-            raise BenchError("--reproduced is the folder being checked: give the folder of the runs trained again")
-        return compare(rows, recorded_rows(reproduced), ids)
+        new, not_read = reproductions(reproduced, ids)
+        refuse_copies(recorded.rows, new, ids, f"compare with runs trained again (bench reproduce {results} --out DIR "
+                                               f"trains them)")
+        return replace(compare(recorded.rows, new, ids), unchecked=unchecked + not_read)
     out = require_folder(out or Path("reproductions") / results.resolve().name, "--out folder")
+    if out.resolve() == results.resolve() or results.resolve() in out.resolve().parents:
+        raise BenchError(f"--out {out} would train into {results}, the folder being checked; choose another folder")
+    claim_reproduction_folder(out, results)
+    new = _train_chosen(results, recorded.rows, ids, out, jobs, data_dir, threads, show_progress)
+    return replace(compare(recorded.rows, new, ids), unchecked=unchecked)
+
+
+def _train_chosen(results: Path, rows: pd.DataFrame, ids: list[str], out: Path, jobs: int, data_dir: Path | None,
+                  threads: int | None, show_progress: bool) -> pd.DataFrame:
+    """The chosen runs trained again in ``out`` (those there already finished: checked to be no copies); their rows."""
+    from bench.data.paths import resolve_data_dir
+
+    if not ids:
+        return pd.DataFrame(columns=["run_id"])
     data = resolve_data_dir(data_dir)
     configs = recorded_configs(results, rows, data)
     unplanned = [i for i in ids if i not in configs]
@@ -326,23 +353,31 @@ def reproduce(results: Path, first: int | None, run_ids: list[str], out: Path | 
     if any(t == results.resolve() or results.resolve() in t.parents for t in targets):
         raise BenchError(f"--out {out} would train into {results}, the folder being checked; choose another folder")
     check_data({i: configs[i] for i in ids}, data)
+    if finished := [t for t in targets if (t / RESULT).is_file()]:  # reused as they are: no copies of the records
+        refuse_copies(rows, rows_of_run_folders(finished, "--out folder"), ids, f"move it out of {out}: a run "
+                      f"found finished there is not trained again")
     if threads is None and "threads" in rows:  # as the recorded runs, where they agree: a CPU's sums depend on it
         recorded = {_text(t) for t in rows.loc[rows["run_id"].isin(ids), "threads"]}
         agreed = recorded.pop() if len(recorded) == 1 else ""
         threads = int(agreed) if agreed.isdigit() else None
-    new = train_again([configs[i] for i in ids], out, data, jobs, threads, show_progress)
-    return compare(rows, new, ids)
+    record_reproduction_owner(out, results)
+    return train_again([configs[i] for i in ids], out, data, jobs, threads, show_progress)
 
 
-def _chosen(rows: pd.DataFrame, first: int | None, run_ids: list[str], results: Path) -> list[str]:
-    recorded = [str(i) for i in rows["run_id"]]
+def _chosen(recorded: Recorded, first: int | None, run_ids: list[str],
+            results: Path) -> tuple[list[str], list[Unchecked]]:
+    """The chosen runs that can be checked, by run id, and the chosen ones that cannot (all of them, unless --run
+    names runs)."""
+    checkable = [str(i) for i in recorded.rows["run_id"]]
     if not run_ids:
-        return recorded[:first] if first else recorded
+        return (checkable[:first] if first else checkable), recorded.unchecked
+    known = list(dict.fromkeys(checkable + [u.run_id for u in recorded.unchecked if u.run_id]))
     chosen = []
     for wanted in run_ids:
-        found = [i for i in recorded if i.startswith(wanted)]
+        found = [i for i in known if i.startswith(wanted)]
         if len(found) != 1:
             raise BenchError(f"--run {wanted}: {'no' if not found else len(found)} recorded run(s) of {results} "
                              f"match; give a longer prefix of a run id from its runs.csv")
         chosen.append(found[0])
-    return chosen[:first] if first else chosen
+    chosen = chosen[:first] if first else chosen
+    return [i for i in chosen if i in checkable], [u for u in recorded.unchecked if u.run_id in chosen]
