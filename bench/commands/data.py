@@ -91,8 +91,9 @@ def data_add(
     replace: bool = typer.Option(False, "--replace", help="Put new files in the place of a corpus added before "
                                  "with other files (runs trained on the old files can then no longer be evaluated)."),
     allow_overlap: bool = typer.Option(False, "--allow-overlap", help="Accept a valid or test file found in train "
-                                       "or sharing long lines with it (or valid and test sharing them), to study "
-                                       "text a model has read; the overlap is recorded in the split's source."),
+                                       "or sharing passages with it, changed or not (or valid and test sharing "
+                                       "them), to study text a model has read; the overlap is recorded in the "
+                                       "split's source."),
     data_dir: Optional[Path] = data_dir_option(),
 ) -> None:
     """Add your own corpus from text files; it is identified by the files' sha256 (there is no official copy)."""

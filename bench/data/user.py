@@ -144,7 +144,7 @@ def read_user_files(name: str, paths: dict[str, str | Path], data_dir: str | Pat
                 raise BenchError(overlap.refusal(name))
             data, source = contents[overlap.split]
             contents[overlap.split] = (data, f"{source}; {overlap.label()}")
-    for split, why in contained.items():  # too short to count as overlap by lines, it is still labelled
+    for split, why in contained.items():  # too short to count as a shared passage, it is still labelled
         data, source = contents[split]
         if ACCEPTED not in source:
             contents[split] = (data, f"{source}; {why}, {ACCEPTED}")
