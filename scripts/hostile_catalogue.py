@@ -212,11 +212,12 @@ def classify(expected: str, code, err: str, out: str, before: dict, after: dict)
     return kind, (f"[{len(lines)} line(s)] " if kind == "misleading" else "") + message, paths
 
 
-def run(root: Path, repo: Path, label: str, only: str | None) -> None:
+def run(root: Path, repo: Path, label: str, only: str | None, verdicts: bool = False) -> None:
     from tests import test_bad_inputs
     places = json.loads((root / "places.json").read_text())
     box, rows = Path(places["sandbox"]), []
-    for name, args, expected in [case for case in cases() if not only or only in case[0]]:
+    chosen = verdict_cases() if verdicts else cases()
+    for name, args, expected in [case for case in chosen if not only or only in case[0]]:
         argv = [test_bad_inputs.expand(arg, places) for arg in args]
         before = snapshot(box)
         code, out, err, seconds = run_one(repo.resolve(), argv, box)
@@ -280,8 +281,9 @@ def note(root: Path, out: Path, issue: str, before_commit: str, after_commit: st
                      for label in ("before", "after"))
     lines = [f"# The hostile catalogue, before and after issue {issue}", "",
              "`scripts/hostile_catalogue.py`: tests/test_bad_inputs.py's CASES, the cases of issues 35 and 44 from "
-             f"other suites ({len(after)} in all), each as `python CHECKOUT/cli.py` (or, for issue 44's cases of the "
-             "Python API, `python -c`) in one sandbox built by AFTER's code. "
+             "other suites and the verdicts' suites (tests/verdict_catalogues.py), "
+             f"{len(after)} in all, each as `python CHECKOUT/cli.py` (or, for cases of the "
+             "Python API and the exported score_text.py, `python -c`) in one sandbox built by AFTER's code. "
              f"BEFORE = {before_commit}, AFTER = {after_commit}.", "",
              "| class | before | after |", "| --- | ---: | ---: |"]
     lines += [f"| {kind} | {sum(r['class'] == kind for r in before.values())} | "
@@ -309,12 +311,13 @@ if __name__ == "__main__":
     parser.add_argument("--repo", type=Path, default=REPO)
     parser.add_argument("--label", default="after")
     parser.add_argument("--only", help="run: only the cases whose name holds this")
+    parser.add_argument("--verdicts", action="store_true", help="run: only the verdicts' cases")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "hostile-catalogue.md")
     parser.add_argument("--delays", default="1,2,3,4,5,7,10", help="ctrl-c: seconds after start")
     parser.add_argument("--issue", default="44", help="note: the issue the catalogue is re-run for")
     parser.add_argument("--before-commit", default="7b6a07c", help="note: the commit BEFORE ran")
     parser.add_argument("--after-commit", default="main", help="note: the commit AFTER ran")
     o = parser.parse_args()
-    {"build": lambda: build(o.root), "run": lambda: run(o.root, o.repo, o.label, o.only), "note": lambda: note(
+    {"build": lambda: build(o.root), "run": lambda: run(o.root, o.repo, o.label, o.only, o.verdicts), "note": lambda: note(
         o.root, o.out, o.issue, o.before_commit, o.after_commit),
      "ctrl-c": lambda: ctrl_c(o.root, o.repo, [float(d) for d in o.delays.split(",")])}[o.mode]()
