@@ -284,9 +284,12 @@ def note(root: Path, out: Path, issue: str, before_commit: str, after_commit: st
              "other suites and the verdicts' suites (tests/verdict_catalogues.py), "
              f"{len(after)} in all, each as `python CHECKOUT/cli.py` (or, for cases of the "
              "Python API and the exported score_text.py, `python -c`) in one sandbox built by AFTER's code. "
-             f"BEFORE = {before_commit}, AFTER = {after_commit}.", "",
-             "| class | before | after |", "| --- | ---: | ---: |"]
+             f"BEFORE = {before_commit}, AFTER = {after_commit}." + (
+                 f" BEFORE ran {len(before)} of them (`run --verdicts`: the verdicts' cases)."
+                 if len(before) < len(after) else ""), "",
+             "| class | before | after, the same cases | after, every case |", "| --- | ---: | ---: | ---: |"]
     lines += [f"| {kind} | {sum(r['class'] == kind for r in before.values())} | "
+              f"{sum(r['class'] == kind for n, r in after.items() if n in before)} | "
               f"{sum(r['class'] == kind for r in after.values())} |" for kind in CLASSES]
     lines += ["", "## Cases whose class changed", "", "| case | before | after | BEFORE's last line |",
               "| --- | --- | --- | --- |"]

@@ -238,7 +238,7 @@ def test_output_written_to_the_descriptors_and_by_child_processes_is_caught(tmp_
     assert "straight to descriptor 2" in outcome.output and "from a child process" in outcome.output
 
 
-ADD_MINE = "bench data add mine --train configs/quick.toml --valid configs/smoke.toml --test configs/seeds.toml"
+ADD_MINE = "bench data add mine --train README.md --valid pyproject.toml --test Makefile"  # three texts that share no passage
 
 
 def test_blocks_run_in_page_order_in_the_page_folder_with_its_checkout_copies(tmp_path):

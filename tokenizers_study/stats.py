@@ -92,7 +92,7 @@ INTRINSIC = {
     "bytes_per_token": "bytes per token",
     "chars_per_token": "characters per token",
     "renyi_efficiency": f"Rényi efficiency (α = {RENYI_ALPHA})",
-    "unigram_entropy_bits_per_byte": "unigram entropy, bits per byte",
+    "unigram_entropy_bits_per_byte": "unigram code length per byte (bits)",
     "vocab_used": "share of the vocabulary used",
     "tokens_per_word": "tokens per word",
 }
