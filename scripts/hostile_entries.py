@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-WORKS = "works:"  # an expected fragment that starts so: exit 0 expected, the rest found in stdout + stderr
+from tests.verdict_catalogues import WORKS  # exit 0 expected, the rest found in stdout + stderr
 
 CALL = ("import sys\nfrom bench import api\nfrom bench.errors import BenchError\ntry:\n    {call}\n"
         "except BenchError as exc:\n    sys.exit(f'error: {{exc}}')\n")

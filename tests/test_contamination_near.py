@@ -18,9 +18,9 @@ from bench.data.contamination import ACCEPTED, MAX_SHARE, overlaps
 from bench.data.user import add_user_corpus
 from bench.errors import BenchError
 from experiments.contamination_table import PASTE, TRANSFORMS, WT2, paste, short_lines_of
-from tests.test_bad_inputs import call, expand, files_under
+from tests.test_bad_inputs import call, expand
+from tests.verdict_catalogues import WORKS, check_case
 
-WORKS = "works:"  # as scripts/hostile_entries.py: exit 0 expected, the rest found in stdout + stderr
 SAID = "of the test file's bytes are in passages or lines the train file also holds"
 ADD = ["data", "add", "near", "--valid", "{near-valid}", "--test", "{near-test}", "--data-dir", "{data}", "--train"]
 HOSTILE_TRAINS = {"near-paste": "7,000 bytes of test appended to train",
@@ -83,16 +83,7 @@ def sandbox(tmp_path_factory, make_toy_corpus) -> dict:
 @pytest.mark.parametrize("args,fragment", [(args, fragment) for _, args, fragment in CATALOGUE],
                          ids=[name for name, _, _ in CATALOGUE])
 def test_bad_input_is_refused_in_one_line_and_writes_nothing(sandbox, args, fragment):
-    argv = [expand(a, sandbox) for a in args]
-    before = files_under(Path(sandbox["sandbox"]))
-    code, out, err = call(argv)
-    if fragment.startswith(WORKS):
-        assert code == 0 and fragment.removeprefix(WORKS) in out + err, err
-        return
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code != 0 and code != 130, err
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], err
-    assert files_under(Path(sandbox["sandbox"])) == before
+    check_case(Path(sandbox["sandbox"]), [expand(a, sandbox) for a in args], fragment, call)
 
 
 def _splits(sandbox: dict, train: str = "near-train", test: str = "near-test") -> dict[str, bytes]:

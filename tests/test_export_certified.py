@@ -32,9 +32,9 @@ from bench.errors import BenchError  # noqa: E402
 from bench.export.hf_folder import export_run  # noqa: E402
 from bench.export.scratch import MARKER, PREFIX, scratch_folder  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
-from tests.test_bad_inputs import FAST, call, expand, files_under, mounted, sandbox  # noqa: E402,F401
+from tests.test_bad_inputs import FAST, call, expand, mounted, sandbox  # noqa: E402,F401
+from tests.verdict_catalogues import WORKS, check_case  # noqa: E402
 
-WORKS = "works:"  # as scripts/hostile_entries.py: exit 0 expected, the rest found in stdout + stderr
 TOLERANCE = 1e-6
 
 # score_text.py run as `python FOLDER/score_text.py ARGS` is, in the Python the catalogue runs (-c)
@@ -146,16 +146,7 @@ def run_entry(argv: list[str]) -> tuple[int, str, str]:
 @pytest.mark.parametrize("args,fragment", [(args, fragment) for _, args, fragment in CATALOGUE],
                          ids=[name for name, _, _ in CATALOGUE])
 def test_bad_input_is_refused_in_one_line_and_writes_nothing(box, args, fragment):
-    argv = [expand(a, box) for a in args]
-    before = files_under(Path(box["sandbox"]))
-    code, out, err = run_entry(argv)
-    if fragment.startswith(WORKS):
-        assert code == 0 and fragment[len(WORKS):] in out + err, err
-    else:
-        lines = [line for line in err.splitlines() if line.strip()]
-        assert code not in (0, 130) and "Traceback" not in err, err
-        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], err
-    assert files_under(Path(box["sandbox"])) == before
+    check_case(Path(box["sandbox"]), [expand(a, box) for a in args], fragment, run_entry, fresh=Path(box["new"]))
 
 
 def test_a_result_records_the_sha256_of_the_weights_it_scored(box):

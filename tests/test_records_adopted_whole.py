@@ -16,9 +16,9 @@ from bench.run_files import CELL, LOG, RESULT, SPEC, STATUS, document_losses
 from bench.study.matrix.record_checks import check_records_folder, record_problem
 from bench.study.matrix.records import export_records
 from tests.conftest import REPO
-from tests.test_bad_inputs import call, expand, files_under, sandbox  # noqa: F401  (sandbox: the fixture)
+from tests.test_bad_inputs import call, expand, sandbox  # noqa: F401  (sandbox: the fixture)
+from tests.verdict_catalogues import WORKS, check_case
 
-WORKS = "works:"  # as scripts/hostile_entries.py: exit 0 expected, the rest found in stdout + stderr
 DOCUMENTS = document_losses("test")
 ADOPT = ["run-matrix", "{matrix}", "--data-dir", "{data}", "--results", "{new}", "--quiet", "--records"]
 EXPORT = ["records", "export"]
@@ -140,20 +140,7 @@ def box(sandbox):
 @pytest.mark.parametrize("args,fragment", [(args, fragment) for _, args, fragment in CATALOGUE],
                          ids=[name for name, _, _ in CATALOGUE])
 def test_a_record_not_whole_or_a_foreign_folder_is_refused_in_one_line_and_writes_nothing(box, args, fragment):
-    argv = [expand(arg, box) for arg in args]
-    root, new = Path(box["sandbox"]), Path(box["new"])
-    before = files_under(root)
-    code, out, err = call(argv)
-    if fragment.startswith(WORKS):
-        assert code == 0 and fragment[len(WORKS):] in out + err, err
-        written = set(files_under(root)) - set(before)
-        assert written and all(path.is_relative_to(new) for path in written)
-        shutil.rmtree(new)
-    else:
-        lines = [line for line in err.splitlines() if line.strip() and not line.startswith(("training ", "encoding "))]
-        assert code not in (0, 130), err
-        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], err
-    assert files_under(root) == before
+    check_case(Path(box["sandbox"]), [expand(arg, box) for arg in args], fragment, call, fresh=Path(box["new"]))
 
 
 def test_every_committed_record_of_the_gpu_study_is_whole():
