@@ -162,3 +162,76 @@ def test_two_runs_with_a_metric_that_is_not_a_number_leave_it_out_with_a_note(ru
     set_test_metric(tmp_path / "b", "bits_per_byte", "nan")
     code, out, err = call(["compare", str(folders["byte"]), str(tmp_path / "b")])
     assert code == 1 and "test bits_per_byte is nan where its total NLL and counts give" in err
+
+
+@pytest.fixture
+def a_metric_shown_before_bits_per_byte():
+    """A comparable metric declared first of all, so that bits per byte is not the first row of bench compare."""
+    from bench import metrics
+    from bench.metrics import Metric
+
+    declared = dict(metrics.METRICS)
+    first = Metric("nats_per_byte", "nats/byte", "nats per byte", lambda c: c.per(c.bytes), True,
+                   "L / UTF-8 bytes of the text")
+    metrics.METRICS.clear()  # in place: every module reads this one registry
+    metrics.METRICS.update({first.key: first, **declared})
+    yield first
+    metrics.METRICS.clear()
+    metrics.METRICS.update(declared)
+
+
+def test_the_interval_is_that_of_bits_per_byte_whichever_row_comes_first(runs, a_metric_shown_before_bits_per_byte):
+    _, _, folders = runs
+    code, out, err = call(["compare", str(folders["byte"]), str(folders["word-open:200"]), "--json"])
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert rows[0]["metric"] == a_metric_shown_before_bits_per_byte.label
+    by_metric = {row["metric"]: row for row in rows}
+    low, high = json.loads(by_metric["bits/byte"]["95% interval"])
+    assert low < by_metric["bits/byte"]["A - B"] < high
+    assert [row["metric"] for row in rows if row.get("95% interval", "") != ""] == ["bits/byte"]
+
+
+def test_no_interval_names_the_side_that_saved_no_per_token_losses(runs, tmp_path):
+    _, _, folders = runs
+    shutil.copytree(folders["word-open:200"], tmp_path / "b")
+    (tmp_path / "b" / "token_nll.test.npy").unlink()
+    code, out, err = call(["compare", str(folders["byte"]), str(tmp_path / "b"), "--json"])
+    assert code == 0, err
+    compared = json.loads(out)
+    assert {row["metric"]: row for row in compared["rows"]}["bits/byte"]["95% interval"] == "-"
+    note = next(note for note in compared["notes"] if note.startswith("One trained model a side"))
+    assert f"no per-token losses were saved for {tmp_path / 'b'}" in note and "no p-value" in note
+
+
+@pytest.fixture(scope="module")
+def few_documents(tmp_path_factory, make_text):
+    """Two runs with per-token losses on a corpus whose test text is three WikiText articles: too few to resample."""
+    from bench.data.user import add_user_corpus
+
+    root = tmp_path_factory.mktemp("few")
+    paths = {}
+    for i, split in enumerate(("train", "valid", "test")):
+        lines = make_text(n_lines=300 if split == "train" else 60, seed=i).splitlines()
+        paths[split] = root / f"{split}.txt"
+        articles = (f" = {split.capitalize()} article {k} = \n" + "\n".join(lines[k::3]) + "\n" for k in range(3))
+        paths[split].write_text("".join(articles))
+    add_user_corpus("toy", paths, root / "data")
+    folders = [root / f"seed{seed}" for seed in (0, 1)]
+    for seed, folder in enumerate(folders):
+        train(RunSpec(model="lstm", tokenizer="byte", dataset="toy", seed=seed,
+                      overrides={**FAST, "dump_token_losses": True}, data_dir=str(root / "data"),
+                      out_dir=str(folder)), show_progress=False)
+    return folders
+
+
+def test_no_interval_over_a_text_of_too_few_documents_says_so(few_documents):
+    from bench.data.documents import MIN_RESAMPLED
+
+    code, out, err = call(["compare", *map(str, few_documents), "--json"])
+    assert code == 0, err
+    compared = json.loads(out)
+    assert {row["metric"]: row for row in compared["rows"]}["bits/byte"]["95% interval"] == "-"
+    note = next(note for note in compared["notes"] if note.startswith("One trained model a side"))
+    assert f"the test text has 3 articles, fewer than the {MIN_RESAMPLED} a bootstrap needs" in note
+    assert "dump_token_losses" not in note  # both runs saved them

@@ -79,21 +79,21 @@ def compare_runs(a: Path, b: Path) -> Compared:
     losses = [run.text_losses("test") for run in runs]  # bits per byte is finite in every readable result
     comparison = compare({0: tests[0].bits_per_byte}, {0: tests[1].bits_per_byte},
                          {0: losses[0]} if losses[0] else None, {0: losses[1]} if losses[1] else None)
+    intervals = {"bits_per_byte": interval_text(comparison)}  # by metric key: the only metric with one
     rows, odd = [], []
     for metric in shown_metrics():
         pair = [getattr(t, metric.key) for t in tests]
         if all(_finite(v) for v in pair):
-            rows.append({"metric": compare_label(metric), "A": pair[0], "B": pair[1], "A - B": pair[0] - pair[1]})
+            rows.append({"metric": compare_label(metric), "A": pair[0], "B": pair[1], "A - B": pair[0] - pair[1],
+                         **({"95% interval": intervals[metric.key]} if metric.key in intervals else {})})
         else:
             odd.append(f"{compare_label(metric)} (A {pair[0]}, B {pair[1]})")
-    rows[0]["95% interval"] = interval_text(comparison)  # bits per byte: the first row
-    texted = comparison.low is not None
     notes = [f"A: {a} ({_describe(runs[0].result)}); B: {b} ({_describe(runs[1].result)})",
              "One trained model a side: " + (f"the interval ({comparison.interval}) covers the sample of text only, "
                                              f"not training noise; no p-value (seeds are the unit of replication)"
-                                             if texted else
-                                             "no interval (save per-token losses with dump_token_losses = true for "
-                                             "one over documents), and no p-value")]
+                                             if comparison.low is not None else
+                                             f"no interval over seeds and no p-value; none over the text either: "
+                                             f"{_no_text_interval((a, b), runs, losses)}")]
     if odd:
         notes.append(f"NOT A NUMBER, left out: {'; '.join(odd)}: a value that is not a finite number has no "
                      f"difference to show")
@@ -102,6 +102,23 @@ def compare_runs(a: Path, b: Path) -> Compared:
     if lossy:
         notes.append(f"NOT COMPARABLE: {', '.join(lossy)} scores a lossy tokenization (another, easier text)")
     return Compared(rows, ["metric", "A", "B", "A - B", "95% interval"], notes)
+
+
+def _no_text_interval(paths: tuple[Path, Path], runs: list, losses: list) -> str:
+    """Why two runs' losses give no interval over the documents of their (one) test text."""
+    from bench.data.documents import MIN_RESAMPLED, document_starts
+    from bench.study.matrix.finished_run import read_document_losses
+
+    unsaved = [str(path) for path, run in zip(paths, runs)
+               if run.token_nll("test") is None and read_document_losses(run.run_dir, "test") is None]
+    if unsaved:
+        return f"no per-token losses were saved for {' and '.join(unsaved)} (dump_token_losses = true saves them)"
+    starts, kind = document_starts(runs[0].split_data("test").read_text())
+    if len(starts) < MIN_RESAMPLED:
+        return (f"the test text has {len(starts)} {kind}{'s' if len(starts) > 1 else ''}, fewer than the "
+                f"{MIN_RESAMPLED} a bootstrap needs")
+    unmatched = [str(path) for path, text in zip(paths, losses) if text is None]
+    return f"the per-token losses of {' and '.join(unmatched)} do not give the test text back (a lossy tokenization)"
 
 
 def _describe(result) -> str:
