@@ -65,7 +65,7 @@ EXTRA = [(f"dump onto the run's own {name}", f"eval {{run}} --dump-token-losses 
     ("results whose config moved and changed",
      "run-matrix {sandbox}/moved.toml --dry-run --data-dir {data} --results {moving-results}", "which does not exist"),
 ]
-ALLOWED = ("new-run", "bl-data/cache", "data/cache", "cwd") + tuple(  # what a case expected to work may add or change
+ALLOWED = ("new-run", "bl-data/cache", "data/cache", "cwd", "data/near-natural") + tuple(  # what a case expected to work may add or change
     f"tb-user/{name}" for name in ("run.lock", "log.jsonl", "checkpoint.pt", "best.pt", "result.json", "spec.json",
                                    "status.json", "tokenizer.json", "tensorboard/events.out.tfevents"))
 
