@@ -127,7 +127,8 @@ def section(doc, study, out, style: FigureStyle, figure) -> None:
     figure(doc, lambda: intrinsic_figure(done, measures, found, style), out, "9-intrinsic-measures",
            caption(done, {d: run.log for d, run in study.runs.items()}))
     if found:
-        doc.table(correlation_rows(found, done), list(correlation_rows(found, done)[0]),
+        rows = correlation_rows(found, done)
+        doc.table(rows, list(rows[0]),
                   "Each measure's rank correlation with test bits per byte over the lossless tokenizations of one "
                   "model, text and matching rule, with its 95% interval over tokenizations and seeds.")
         rows = measure_rows(measures, done)
