@@ -9,6 +9,7 @@
     api.load_runs(results)    # its finished runs, one row each, read from the run folders (a pandas DataFrame)
     api.attack_figure(runs)   # a report's figure, from those rows (matplotlib)
     api.build_report(results) # the whole report (bench report)
+    api.load_plugins(["my_scheme.py"])  # plug-ins by module or file (--plugin); a matrix's workers import them too
 
 The "Python API" section of docs/study.md runs in the tests as written (tests/test_api.py).
 """
@@ -26,6 +27,7 @@ from bench.export import hf_folder
 from bench.engine import run
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
+from bench.plugins import load_plugins
 from bench.study.matrix import execute
 from bench.study.report import figures, report
 from bench.study.matrix.execute import Execution
@@ -61,5 +63,5 @@ def load_runs(results_dir: str | Path) -> pd.DataFrame:
     return report.load_study(results_dir).done
 
 
-__all__ = ["Execution", "RunSpec", "attack_figure", "build_report", "evaluate", "export", "load_runs", "plan", "run_matrix",
-           "train"]
+__all__ = ["Execution", "RunSpec", "attack_figure", "build_report", "evaluate", "export", "load_plugins", "load_runs",
+           "plan", "run_matrix", "train"]

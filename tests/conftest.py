@@ -40,7 +40,7 @@ ADVERSARIAL = [
 # `make test` hands whole modules to its workers in collection order: these go first, longest first, so that the
 # workers end together (seconds on one 2-core machine, 2026-11-27: 170, 87, 58, 46, 43, 39; the next is under 30).
 LONGEST_MODULES = ("test_gpu_runbook.py", "test_docs_commands.py", "test_matrix.py", "test_data_safety.py",
-                   "test_export_hf.py", "test_docs_extending.py", "test_train.py", "test_scale_out.py")
+                   "test_export_hf.py", "test_plugin_package.py", "test_train.py", "test_scale_out.py")
 for _name in LONGEST_MODULES:  # a renamed module would silently go back to the end
     assert (REPO / "tests" / _name).is_file(), f"tests/conftest.py's LONGEST_MODULES names a missing {_name}"
 

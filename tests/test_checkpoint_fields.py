@@ -68,10 +68,10 @@ def test_eval_of_a_checkpoint_with_an_unreadable_field_is_one_line(trained, name
 def test_a_checkpoint_naming_a_model_not_registered_here_names_a_plug_in_and_an_edit(trained, cli_here,
                                                                                        one_line_error):
     """A plug-in's run read where its module is not imported is intact: "damaged, train it again" would be wrong."""
-    path = _edited(trained, "unregistered", _set("resolved", "spec", "model", "gru"))
+    path = _edited(trained, "unregistered", _set("resolved", "spec", "model", "unregistered-family"))
     one_line_error(cli_here("eval", str(path), "--data-dir", str(trained / "data")),
-                   f"{path} names model 'gru', which is not registered here: if a plug-in declares it, import that "
-                   f"module first", "the checkpoint was edited: restore it")
+                   f"{path} names model 'unregistered-family', which is not registered here: if a plug-in declares it, "
+                   f"install its package or name it with --plugin", "the checkpoint was edited: restore it")
 
 
 def test_every_reader_refuses_an_unreadable_field(trained, cli_here, one_line_error):

@@ -14,28 +14,26 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "tokenizers_study")
 STUDY = ("bench.study", "bench.study.stats", "bench.study.matrix", "bench.study.report")
 # A module may import from the layers listed for its own layer (and from its own layer).
+MODEL_LAYERS = ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.plugins")
 BELOW = {
     "tokenizers_study": (),
     "bench.core": ("tokenizers_study",),  # errors, fileio, metrics, provenance, tables, ownership
     "bench.data": ("tokenizers_study", "bench.core"),
     "bench.models": ("tokenizers_study", "bench.core"),  # of the tokenizer package, only its Registry type
-    "bench.engine": ("tokenizers_study", "bench.core", "bench.data", "bench.models"),
+    # what plug-ins register, scheme and model families, and how they reach other processes
+    "bench.plugins": ("tokenizers_study", "bench.core", "bench.models"),
+    "bench.engine": MODEL_LAYERS,
     # the study's three layers: numbers, then running a matrix, then reporting on both
-    "bench.study.stats": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
-    "bench.study.matrix": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
-                           "bench.study.stats"),
-    "bench.study.report": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
-                           "bench.study.stats", "bench.study.matrix"),
-    "bench.study": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
-                    "bench.study.stats", "bench.study.matrix", "bench.study.report"),
+    "bench.study.stats": (*MODEL_LAYERS, "bench.engine"),
+    "bench.study.matrix": (*MODEL_LAYERS, "bench.engine", "bench.study.stats"),
+    "bench.study.report": (*MODEL_LAYERS, "bench.engine", "bench.study.stats", "bench.study.matrix"),
+    "bench.study": (*MODEL_LAYERS, "bench.engine", "bench.study.stats", "bench.study.matrix", "bench.study.report"),
     # a finished run written for other tools (the engine reads such a folder back itself)
-    "bench.export": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
-    "bench.commands": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine",
-                       *STUDY, "bench.export"),
-    "bench.api": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine", *STUDY,
-                  "bench.export"),
+    "bench.export": (*MODEL_LAYERS, "bench.engine"),
+    "bench.commands": (*MODEL_LAYERS, "bench.engine", *STUDY, "bench.export"),
+    "bench.api": (*MODEL_LAYERS, "bench.engine", *STUDY, "bench.export"),
     # the documentation site's generated reference pages: the declarations they list (the command line is handed in)
-    "bench.reference_pages": ("tokenizers_study", "bench.core", "bench.data", "bench.models", "bench.engine"),
+    "bench.reference_pages": (*MODEL_LAYERS, "bench.engine"),
 }
 
 
@@ -47,9 +45,9 @@ def module_name(path: Path) -> str:
 def layer(module: str) -> str:
     if module.startswith("tokenizers_study"):
         return "tokenizers_study"
-    for name in ("bench.data", "bench.models", "bench.engine", "bench.study.stats", "bench.study.matrix",
-                 "bench.study.report", "bench.study", "bench.export", "bench.commands", "bench.api",
-                 "bench.reference_pages"):
+    for name in ("bench.data", "bench.models", "bench.plugins", "bench.engine", "bench.study.stats",
+                 "bench.study.matrix", "bench.study.report", "bench.study", "bench.export", "bench.commands",
+                 "bench.api", "bench.reference_pages"):
         if module == name or module.startswith(name + "."):
             return name
     return "bench.core"

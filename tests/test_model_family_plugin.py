@@ -16,7 +16,6 @@ from bench.models.common import LanguageModel
 from bench.settings import SIZE, check_settings, setting
 
 
-# --8<-- [start:family]
 @dataclass
 class ToyGRUConfig:
     vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
@@ -49,7 +48,6 @@ class ToyGRU(LanguageModel):
     def flops_per_token(self, segment: int) -> float:
         w = self.config.width
         return 2 * 3 * w * (w + w) + 2 * w * self.config.vocab_size
-# --8<-- [end:family]  (docs/extending.md shows the family between these lines)
 
 
 @pytest.fixture

@@ -336,7 +336,7 @@ def test_a_registry_refuses_a_name_twice_and_names_the_nearest_for_a_missing_one
     from tokenizers_study.named_registry import Registry
 
     colours = Registry("colour", TokenizerError, [("red", 1), ("green", 2)])
-    with pytest.raises(ValueError, match="colour 'red' is registered twice"):
+    with pytest.raises(TokenizerError, match="colour 'red' is registered twice"):
         colours.register("red", 3)
     with pytest.raises(TokenizerError, match=r"^unknown colour 'gren'; did you mean 'green'\? known: red, green$"):
         colours["gren"]

@@ -72,6 +72,7 @@ def method_problem(family: type[Tokenizer]) -> str | None:
     return None
 
 
+ENTRY_POINTS = "bench.tokenizations"  # the entry-point group of scheme families that installed packages declare
 FAMILIES = SchemeRegistry("tokenization scheme", TokenizerError, [
     (cls.family, cls)
     for cls in (
@@ -85,12 +86,13 @@ FAMILIES = SchemeRegistry("tokenization scheme", TokenizerError, [
         HFTokenizerFile,
         SentencePieceModelFile,
     )
-])
+], entry_points=ENTRY_POINTS)
 
 
-def scheme_forms() -> str:
-    """How each registered scheme is written, for help and errors: 'byte, char, bpe:N, ..., hf:PATH, spm:PATH'."""
-    return ", ".join(cls.form() for cls in FAMILIES.values())
+def scheme_forms(installed: bool = True) -> str:
+    """How each registered scheme is written, for help and errors: 'byte, char, bpe:N, ..., hf:PATH, spm:PATH';
+    ``installed=False``: without loading installed plug-ins not yet asked for (a help text)."""
+    return ", ".join(cls.form() for cls in (FAMILIES if installed else FAMILIES.loaded()).values())
 
 
 MOST_SIZE = 2**31 - 1
@@ -125,10 +127,11 @@ def parse_scheme(name: str) -> SchemeSpec:
     return SchemeSpec(family, size)
 
 
-def lattice_forms() -> str:
+def lattice_forms(installed: bool = True) -> str:
     """The schemes whose segmentations can be enumerated (``bench eval --marginal``): each token stands for the
     same bytes wherever it occurs, a table of them (``_id_bytes``) that ``segmentations.piece_table`` reads."""
-    return ", ".join(cls.form() for cls in FAMILIES.values() if hasattr(cls, "_id_bytes"))
+    families = (FAMILIES if installed else FAMILIES.loaded()).values()
+    return ", ".join(cls.form() for cls in families if hasattr(cls, "_id_bytes"))
 
 
 # A scheme name read back from results was checked when its run was made: these read its family's traits without

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from bench.errors import BenchError
+from bench.plugins import PLUGIN_HELP, load_plugins
 from tokenizers_study import scheme_forms
 
 DATA_DIR_HELP = "Data folder (default: $BENCH_DATA_DIR or ./data)."
@@ -16,7 +17,19 @@ MODEL_HELP = "Model family, e.g. sha-rnn (`bench models list` lists them all)."
 PRESET_HELP = "Preset: tiny (seconds on CPU), small (minutes on CPU) or paper (GPU)."
 SET_HELP = ("KEY=VALUE: override any model or training field of the preset (e.g. --set attention=all, "
             "--set max_steps=500, --set lr=1e-3). Repeatable; a key given twice takes its last value.")
-TOKENIZER_HELP = f"Tokenization scheme: {scheme_forms()} (N: the vocabulary size; PATH: a pretrained tokenizer)."
+TOKENIZER_HELP = (f"Tokenization scheme: {scheme_forms(installed=False)}, or a plug-in's (N: the vocabulary size; "
+                  f"PATH: a pretrained tokenizer).")
+
+
+def plugin_option() -> list[str]:
+    """--plugin, loaded as soon as it is parsed (before any other option is checked), by bench.plugins."""
+    return typer.Option([], "--plugin", metavar="MODULE|FILE.py", help=PLUGIN_HELP, callback=_load_plugins,
+                        is_eager=True, show_default=False)
+
+
+def _load_plugins(values: list[str] | None) -> list[str]:
+    load_plugins(values or [])
+    return values or []
 
 
 def data_dir_option() -> Optional[Path]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from bench.commands.common import MODEL_HELP
+from bench.commands.common import MODEL_HELP, plugin_option
 
 app = typer.Typer(help="The settings a run or a matrix config takes.", no_args_is_help=True,
                   rich_markup_mode=None)
@@ -18,6 +18,7 @@ app = typer.Typer(help="The settings a run or a matrix config takes.", no_args_i
 def config_fields(
     model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " Default: every model."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of fields."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Every training and model field: type, default, allowed range and meaning. Set one with --set KEY=VALUE on
     `bench train`, or in a matrix config's [shared], [models.<model>] or [tokenizers."<scheme>"] table. A preset

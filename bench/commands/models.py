@@ -9,14 +9,15 @@ from typing import List, Optional
 import typer
 
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, data_dir_option, parse_pairs,
-                                   sizing_dataset_option, sizing_tokenizer_option, vocab_size_option)
+                                   sizing_dataset_option, sizing_tokenizer_option, vocab_size_option, plugin_option)
 
 app = typer.Typer(help="Model families and their presets: sizes, parameters, FLOPs.", no_args_is_help=True,
                   rich_markup_mode=None)
 
 
 @app.command("list")
-def models_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def models_list(as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+                plugin: List[str] = plugin_option()) -> None:
     """Every model family: recurrent or windowed, its presets, the parts compile=true compiles, its figure
     marker. Its settings: `bench config fields --model MODEL`."""
     from bench.models import MODELS, family_kind
@@ -42,6 +43,7 @@ def models_describe(
     settings: List[str] = typer.Option([], "--set", help=SET_HELP),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Parameters (total and non-embedding) and estimated training FLOPs per token of a model."""
     from bench.data.facts import facts_for_sizing

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import List
+
 import typer
 
-from bench.commands.common import echo_err
+from bench.commands.common import echo_err, plugin_option
 
 app = typer.Typer(help="A matrix's finished runs as records (their small files and losses by document): exported "
                   "here, committed, adopted elsewhere by `bench run-matrix CONFIG --records RECORDS`.",
@@ -22,6 +24,7 @@ def records_export(
     records: Path = typer.Argument(..., metavar="RECORDS", help="The folder of records to write into: new, or "
                                    "one this command wrote (a record already there is kept when it is the same "
                                    "run's, and refused when it is not)."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """The records of every finished run of RESULTS into RECORDS: result.json, spec.json, cell.json, status.json,
     log.jsonl and the losses by document, never checkpoints, per-token losses or the tokenizer. A run folder that is
@@ -37,6 +40,7 @@ def records_export(
 @app.command("documents")
 def records_documents(
     results: Path = typer.Argument(..., metavar="RESULTS", help=RESULTS_HELP),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """The losses by document (documents.test.json) of every finished run of RESULTS with per-token losses of a
     lossless tokenization, written beside them: for a workflow that packs the run folders itself."""

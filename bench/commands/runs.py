@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, TOKENIZER_HELP, data_dir_option, echo_err,
-                                   parse_pairs, print_comparability, print_metrics)
+                                   parse_pairs, print_comparability, print_metrics, plugin_option)
 from bench.data.corpora import check_split
 from bench.errors import BenchError
 from bench.fileio import json_text, require_folder
@@ -34,6 +34,7 @@ def train_command(
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print result.json instead of a summary."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Train a model on a tokenized corpus, evaluate it on valid and test, and write result.json."""
     from bench.engine.hardware.device import use_threads
@@ -75,12 +76,13 @@ def eval_command(
                                                      "(nats) to this .npy file."),
     marginal: Optional[int] = typer.Option(None, "--marginal", min=1, help="K: also estimate the likelihood summed over "
                                            "all segmentations, with K sampled segmentations per line "
-                                           f"({lattice_forms()}; bytes have one segmentation only)."),
+                                           f"({lattice_forms(installed=False)}; bytes have one segmentation only)."),
     marginal_lines: Optional[int] = typer.Option(None, "--marginal-lines", min=1, help="Lines drawn at random for "
                                                  "--marginal (default: every line)."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads (default: $OMP_NUM_THREADS, else "
                                           "the cores).", show_default=False),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Evaluate a checkpoint on a whole split: every normalized metric from the total NLL."""
     from bench.engine.hardware.device import check_threads, use_threads
@@ -170,6 +172,7 @@ def sample_command(
     temperature: float = typer.Option(1.0, "--temperature", help="Softmax temperature."),
     top_k: int = typer.Option(0, "--top-k", min=0, help="Sample among the k most likely tokens (0: all)."),
     seed: int = typer.Option(0, "--seed", help="Random seed."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Generate text from a trained model."""
     from bench.engine.score.inference import printable, sample
@@ -247,6 +250,7 @@ def export_command(
     out: Path = typer.Argument(..., metavar="OUT", help="A new folder, outside every run, matrix and report folder."),
     format: str = typer.Option("hf", "--format", help="hf: a transformers folder (safetensors weights, tokenizer, "
                                "model card; loaded with trust_remote_code)."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Share a finished run as the field does: a Hugging Face folder that transformers loads where bench is not
     installed, with its tokenizer, a model card and the run's provenance (bench eval and init_from read it back)."""

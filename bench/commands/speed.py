@@ -10,7 +10,8 @@ from typing import List, Optional
 import typer
 
 from bench.commands.common import (MODEL_HELP, PRESET_HELP, SET_HELP, data_dir_option, each_once, parse_pairs,
-                                   sizing_dataset_option, sizing_tokenizer_option, split_list, vocab_size_option)
+                                   sizing_dataset_option, sizing_tokenizer_option, split_list, vocab_size_option,
+                                   plugin_option)
 from bench.errors import BenchError
 from bench.text_tables import duration, flops_rate, text_table
 
@@ -39,6 +40,7 @@ def speed_command(
     settings: List[str] = typer.Option([], "--set", help=SET_HELP),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (a list of rows with --batch-sizes)."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Measure training and evaluation throughput (tokens/s) of a model on this machine, on random tokens."""
     from bench.data.facts import facts_for_sizing

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from bench.commands.common import data_dir_option, echo_err
+from bench.commands.common import data_dir_option, echo_err, plugin_option
 from bench.errors import BenchError
 from bench.metrics import figure_metrics
 
@@ -42,6 +42,7 @@ def run_matrix_command(
     max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="Jobs of the array running at once."),
     wait: bool = typer.Option(False, "--wait", help="Wait for the cluster jobs and write runs.csv when they end "
                               "(otherwise run the same command later to collect them)."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Run every model x tokenizer x dataset x seed of a config; finished runs are skipped, interrupted ones
     resume, failures are recorded. Writes runs.csv beside the per-run folders."""
@@ -78,6 +79,7 @@ def report_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<matrix name>)."),
     metric: str = typer.Option("byte", "--metric", help="The loss every figure draws: " + ", ".join(
         f"{m.name} ({m.unit})" for m in figure_metrics()) + ". The tables show every metric."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Write report.md, a self-contained report.html and every figure (PNG and SVG) from a matrix's results."""
     from bench.study.report.report import build_report
@@ -124,6 +126,7 @@ def reproduce_command(
                                           "recorded runs used, where they agree).", show_default=False),
     data_dir: Optional[Path] = data_dir_option(),
     quiet: bool = typer.Option(False, "--quiet", help="No progress bars."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Train recorded runs again from their recorded configuration and say how close they come: each metric's
     recorded and new value, their difference (in the seeds' standard deviations where the study has several),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
-from bench.commands.common import data_dir_option, each_once, echo_err, split_list, split_schemes
+from bench.commands.common import data_dir_option, each_once, echo_err, split_list, split_schemes, plugin_option
 from bench.errors import BenchError
 from tokenizers_study import scheme_forms
 
@@ -20,12 +20,14 @@ app = typer.Typer(help="Tokenization schemes: train them and measure how they cu
 def tokenize_stats(
     dataset: str = typer.Option(..., "--dataset", help="Corpus name (fetched into the data folder)."),
     schemes: str = typer.Option("byte,char,bpe:4096,sp-unigram:4096,word:33278,word-open:33278", "--schemes",
-                                help=f"Comma-separated schemes: {scheme_forms()} (N: the vocabulary size; "
-                                "PATH: a pretrained tokenizer's file, or the folder of a tokenizer.json)."),
+                                help=f"Comma-separated schemes: {scheme_forms(installed=False)}, or a plug-in's "
+                                "(N: the vocabulary size; PATH: a pretrained tokenizer's file, or the folder of a "
+                                "tokenizer.json)."),
     splits: str = typer.Option("train,valid,test", "--splits", help="Comma-separated splits to measure."),
     data_dir: Optional[Path] = data_dir_option(),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of records instead of a table."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write a Markdown report to this file."),
+    plugin: List[str] = plugin_option(),
 ) -> None:
     """Train (or load) each scheme on the train split and report how it cuts every split."""
     from bench.data.tokenize_stats import STATS_TITLE, own_report, run_stats, stats_markdown, stats_table

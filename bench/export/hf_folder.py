@@ -27,8 +27,9 @@ from bench.engine.exported import BENCH_TOKENIZER, EXPORT_FORMAT, PREFIX, PROVEN
 from bench.errors import BenchError
 from bench.export.model_card import model_card
 from bench.export.scratch import in_scratch, scratch_folder, without_marker
-from bench.export.vendor import check_copied_along, flat_name, vendor
+from bench.export.vendor import FIRST_PARTY, check_copied_along, flat_name, vendor
 from bench.fileio import give_plain_modes, json_text, sha256_file
+from bench.metrics import METRICS
 from bench.models import MODELS
 from bench.ownership import owner_of, refuse_others_folder
 from bench.provenance import git_commit
@@ -38,7 +39,8 @@ from tokenizers_study import Tokenizer
 FORMATS = ("hf",)
 TEMPLATES = Path(__file__).parent / "templates"
 MODELING, TOKENIZATION, SCORER = "modeling_bench.py", "tokenization_bench.py", "score_text.py"
-FAMILY_FILE = "bench_family.py"
+FAMILY_FILE, PLUGINS_FILE = "bench_family.py", "bench_plugins.py"
+REGISTRY, METRICS_MODULE = "tokenizers_study.registry", "bench.metrics"
 
 
 def export_run(run: str | Path, out: str | Path, format: str = "hf") -> Path:
@@ -132,11 +134,16 @@ def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> 
 def write_model_code(folder: Path, loaded: Loaded, result: RunResult) -> None:
     family = MODELS[loaded.spec.model]
     module, config_module = family.__module__, family.config_class.__module__
-    written = vendor([module, config_module], folder)
-    (folder / FAMILY_FILE).write_text(
-        f'"""This folder\'s model family: {loaded.spec.model} (written by bench export)."""\n\n'
-        f"from .{flat_name(module)} import {family.__name__} as FAMILY  # noqa: F401\n"
-        f"from .{flat_name(config_module)} import {family.config_class.__name__} as FAMILY_CONFIG  # noqa: F401\n")
+    metric_modules = metric_plugins()
+    written = vendor([module, config_module, METRICS_MODULE, *metric_modules], folder)
+    (folder / FAMILY_FILE).write_text("\n".join([
+        f'"""This folder\'s model family: {loaded.spec.model}, and the metrics score_text.py computes (written by '
+        f'bench export)."""', "",
+        f"from .{flat_name(module)} import {family.__name__} as FAMILY  # noqa: F401",
+        f"from .{flat_name(config_module)} import {family.config_class.__name__} as FAMILY_CONFIG  # noqa: F401",
+        f"from .{flat_name(METRICS_MODULE)} import METRICS  # noqa: F401",
+        *[f"from .{flat_name(plugin)} import __name__ as metric_plugin_{k}  # noqa: F401  (it registers a metric)"
+          for k, plugin in enumerate(metric_modules)], ""]))
     shutil.copyfile(TEMPLATES / MODELING, folder / MODELING)
     shutil.copyfile(TEMPLATES / SCORER, folder / SCORER)
     check_copied_along(folder, MODELING, written + [FAMILY_FILE])
@@ -153,6 +160,35 @@ def write_model_code(folder: Path, loaded: Loaded, result: RunResult) -> None:
     if config["window"] is not None:  # where transformers' tools (and bench eval-hf) read a model's context
         config["max_position_embeddings"] = config["window"]
     (folder / "config.json").write_text(json_text(config))
+
+
+def metric_plugins() -> list[str]:
+    """The modules outside the toolkit that declared a metric of METRICS (their formula's), for the folder to
+    carry: score_text.py computes every metric the run's result has."""
+    modules = {metric.formula.__module__ for metric in METRICS.values()}
+    return sorted(m for m in modules if m.split(".")[0] not in FIRST_PARTY)
+
+
+def plugin_modules(tokenizer: Tokenizer) -> list[str]:
+    """The module of the run's scheme where it is a plug-in, for the folder to carry: [] for the toolkit's own."""
+    module = type(tokenizer).__module__
+    return [] if module.split(".")[0] in FIRST_PARTY else [module]
+
+
+def write_plugins_file(folder: Path, tokenizer: Tokenizer) -> str:
+    """bench_plugins.py: the folder's copy of the run's plug-in scheme registered, as its package's entry point or
+    its own import registers it in the toolkit, before tokenization_bench.py reads the run's tokenizer file."""
+    lines = [f'"""This folder\'s plug-in tokenization, registered before the tokenizer is read (written by bench '
+             f'export)."""', ""]
+    if modules := plugin_modules(tokenizer):
+        scheme, family = type(tokenizer), tokenizer.spec.family
+        lines += [f"from .{flat_name(REGISTRY)} import FAMILIES",
+                  f"from .{flat_name(modules[0])} import {scheme.__name__}", "",
+                  f"FAMILIES.adopt({family!r}, {scheme.__name__})", f"PLUGINS = ({family!r},)"]
+    else:
+        lines += ["PLUGINS = ()  # the run's scheme is the toolkit's own"]
+    (folder / PLUGINS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return PLUGINS_FILE
 
 
 def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> str:
@@ -172,15 +208,7 @@ def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> str:
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
         loaded_from = "tokenizer.json"
     else:
-        from tokenizers_study.registry import __name__ as registry
-
-        written = vendor([registry], folder)
-        scheme = type(tokenizer)
-        if f"{flat_name(scheme.__module__)}.py" not in written:  # a plug-in the registry does not import
-            raise BenchError(f"cannot export: tokenization {tokenizer.spec.family!r} is a plug-in ({scheme.__name__} "
-                             f"in {scheme.__module__}) that the folder's copy of the toolkit would not know, and "
-                             f"its hf_tokenizer_json() gives no tokenizers library file; give {scheme.__name__} an "
-                             f"hf_tokenizer_json(), or share the run folder itself")
+        written = vendor([REGISTRY, *plugin_modules(tokenizer)], folder) + [write_plugins_file(folder, tokenizer)]
         shutil.copyfile(TEMPLATES / TOKENIZATION, folder / TOKENIZATION)
         check_copied_along(folder, TOKENIZATION, written)
         settings |= {"tokenizer_class": "BenchTokenizer", "auto_map": {"AutoTokenizer": [

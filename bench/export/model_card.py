@@ -6,9 +6,8 @@ import shlex
 
 from bench.data.corpora import REGISTRY
 from bench.engine.result import RunResult
-from bench.metrics import METRICS
-
-CARD_METRICS = ("bits_per_byte", "bits_per_char", "word_perplexity")
+from bench.metrics import comparable_metrics
+from tokenizers_study import read_scheme
 
 
 def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str:
@@ -20,7 +19,7 @@ def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str
     trained_commit = result.provenance.git
     lines = [
         "---", "library_name: transformers", "pipeline_tag: text-generation",
-        f"tags: [bench, {model.name}, {tok.scheme.split(':')[0]}, {result.data.corpus}]", "---", "",
+        f"tags: [bench, {model.name}, {read_scheme(tok.scheme)[0].family}, {result.data.corpus}]", "---", "",
         f"# {model.name} on {result.data.corpus}, tokenized {tok.scheme}", "",
         f"A {model.name} language model trained with the tokenization benchmark (`bench`, run `{result.run_id}`), "
         f"exported with `bench export`. Load it with transformers alone:", "",
@@ -58,14 +57,15 @@ def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str
         flops = f", {training.flops:.3g} FLOPs" if training.flops else ""
         lines.append(f"- {training.steps:,} steps, {training.tokens:,} tokens, {training.chars:,.0f} characters "
                      f"({training.epochs:.3g} epochs){flops}, {training.seconds:,.0f} s")
+    shown = comparable_metrics()  # every one, a plug-in's too: score_text.py prints each
     lines += ["", "## Results", "",
               "Every figure comes from one total negative log-likelihood over the exact text of the split "
               f"({result.evaluation.scored}; layout {_layout(result.evaluation.layout)}; weights "
               f"{result.evaluation.weights}):", "",
-              "| split | " + " | ".join(METRICS[key].label for key in CARD_METRICS) + " | tokens | comparable |",
-              "|---|" + "---|" * (len(CARD_METRICS) + 2)]
+              "| split | " + " | ".join(metric.label for metric in shown) + " | tokens | comparable |",
+              "|---|" + "---|" * (len(shown) + 2)]
     for split, metrics in result.metrics.items():
-        lines.append(f"| {split} | " + " | ".join(f"{getattr(metrics, key):.4f}" for key in CARD_METRICS)
+        lines.append(f"| {split} | " + " | ".join(f"{getattr(metrics, metric.key):.4f}" for metric in shown)
                      + f" | {metrics.n_tokens:,} | {str(result.comparable).lower()} |")
     lines += [*([""] + [f"- {note}" for note in result.comparability_notes] if result.comparability_notes else []),
               *reproduce(result),

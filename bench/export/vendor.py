@@ -1,9 +1,10 @@
 """The toolkit's own code, copied into an exported folder so that it runs where ``bench`` is not installed.
 
-A module and every first-party module it imports (``bench.*``, ``tokenizers_study.*``) are written side by side as
-flat files, ``bench.models.sharnn`` as ``bench_models_sharnn.py``, their imports of one another made relative
-(``from .bench_models_common import ...``): the form transformers' ``trust_remote_code`` copies along with a model's
-code. An import that cannot be made relative that way fails here, by name, never in the user's hands.
+A module and every first-party module it imports (``bench.*``, ``tokenizers_study.*``, and a plug-in's own
+package) are written side by side as flat files, ``bench.models.sharnn`` as ``bench_models_sharnn.py``, their
+imports of one another made relative (``from .bench_models_common import ...``): the form transformers'
+``trust_remote_code`` copies along with a model's code. An import that cannot be made relative that way fails here,
+by name, never in the user's hands.
 """
 
 from __future__ import annotations
@@ -16,9 +17,15 @@ from pathlib import Path
 from bench.errors import BenchError
 
 FIRST_PARTY = ("bench", "tokenizers_study")
-_FROM = re.compile(r"^(?P<indent>[ \t]*)from (?P<module>(?:%s)(?:\.\w+)*) import " % "|".join(FIRST_PARTY), re.M)
-_IMPORT_AS = re.compile(r"^(?P<indent>[ \t]*)import (?P<module>(?:%s)(?:\.\w+)+) as (?P<name>\w+)[ \t]*$"
-                        % "|".join(FIRST_PARTY), re.M)
+
+
+def _from_pattern(packages: tuple[str, ...]) -> re.Pattern:
+    return re.compile(r"^(?P<indent>[ \t]*)from (?P<module>(?:%s)(?:\.\w+)*) import " % "|".join(packages), re.M)
+
+
+def _import_as_pattern(packages: tuple[str, ...]) -> re.Pattern:
+    return re.compile(r"^(?P<indent>[ \t]*)import (?P<module>(?:%s)(?:\.\w+)*) as (?P<name>\w+)[ \t]*$"
+                      % "|".join(packages), re.M)
 
 
 def flat_name(module: str) -> str:
@@ -27,21 +34,28 @@ def flat_name(module: str) -> str:
 
 
 def _source(module: str) -> Path:
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise BenchError(f"cannot export: module {module} is not found")
+    if module in ("__main__", "__mp_main__"):
+        raise BenchError("cannot export: a plug-in of this run is defined in the script being run (__main__), whose "
+                         "code the folder cannot carry; put it in a module of its own and import that (--plugin)")
+    try:
+        spec = importlib.util.find_spec(module)
+    except ValueError:  # a module made in memory: it has no spec
+        spec = None
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise BenchError(f"cannot export: module {module} has no Python source file to copy (it was made in memory, "
+                         f"or compiled); put the plug-in's code in a .py module")
     return Path(spec.origin)
 
 
-def _first_party_imports(module: str, text: str) -> set[str]:
+def _first_party_imports(module: str, text: str, packages: tuple[str, ...] = FIRST_PARTY) -> set[str]:
     """The first-party modules ``text`` imports. ``from package import submodule`` is refused: a flat file cannot
     stand for a package."""
     found = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.split(".")[0] in FIRST_PARTY)
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] in packages)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] in FIRST_PARTY:
+                and node.module.split(".")[0] in packages:
             found.add(node.module)
             if submodule := next((a.name for a in node.names if _is_module(f"{node.module}.{a.name}")), None):
                 raise BenchError(f"cannot export {module}: `from {node.module} import {submodule}` imports a "
@@ -56,11 +70,12 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def relative(module: str, text: str) -> str:
+def relative(module: str, text: str, packages: tuple[str, ...] = FIRST_PARTY) -> str:
     """``text`` (the source of ``module``) with its first-party imports made relative to flat files."""
-    text = _FROM.sub(lambda m: f"{m['indent']}from .{flat_name(m['module'])} import ", text)
-    text = _IMPORT_AS.sub(lambda m: f"{m['indent']}from . import {flat_name(m['module'])} as {m['name']}", text)
-    if left := sorted(_first_party_imports(module, text)):
+    text = _from_pattern(packages).sub(lambda m: f"{m['indent']}from .{flat_name(m['module'])} import ", text)
+    text = _import_as_pattern(packages).sub(
+        lambda m: f"{m['indent']}from . import {flat_name(m['module'])} as {m['name']}", text)
+    if left := sorted(_first_party_imports(module, text, packages)):
         raise BenchError(f"cannot export {module}: its import of {left[0]} cannot be made relative; import it as "
                          f"`from {left[0]} import ...`")
     return text
@@ -85,7 +100,8 @@ def _copied_along(folder: Path, start: str) -> set[str]:
 
 def vendor(roots: list[str], folder: Path) -> list[str]:
     """Write ``roots`` and every first-party module they import into ``folder`` as flat files; returns the file
-    names written."""
+    names written. A root outside the toolkit (a plug-in) brings its own package's modules along."""
+    packages = tuple(dict.fromkeys([*FIRST_PARTY, *(root.split(".")[0] for root in roots)]))
     seen: dict[str, str] = {}
     todo = list(roots)
     while todo:
@@ -93,12 +109,17 @@ def vendor(roots: list[str], folder: Path) -> list[str]:
         if module in seen:
             continue
         text = _source(module).read_text(encoding="utf-8")
+        if relative_import := next((node for node in ast.walk(ast.parse(text))
+                                    if isinstance(node, ast.ImportFrom) and node.level), None):
+            raise BenchError(f"cannot export {module}: its relative import (from {'.' * relative_import.level}"
+                             f"{relative_import.module or ''} import ...) cannot be carried into flat files; import "
+                             f"by the package's name")
         seen[module] = text
-        todo += sorted(_first_party_imports(module, text) - set(seen))
+        todo += sorted(_first_party_imports(module, text, packages) - set(seen))
     written = []
     for module, text in sorted(seen.items()):
         name = f"{flat_name(module)}.py"
-        (folder / name).write_text(relative(module, text), encoding="utf-8")
+        (folder / name).write_text(relative(module, text, packages), encoding="utf-8")
         written.append(name)
     return written
 

@@ -2,7 +2,8 @@
 
 A family is a :class:`LanguageModel` subclass whose class attributes say what the rest of the toolkit needs to
 know (its settings, presets, recurrent or windowed, compiled parts, figure marker; see ``LanguageModel``); adding
-one is one class and one ``MODELS.register(name, family)``.
+one is one class and one ``MODELS.register(name, family)``, or an entry point of group ``bench.models`` in an installed
+package (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ class ModelRegistry(Registry[type[LanguageModel]]):
     """The families by name; a family is checked as it is registered, so a mistake fails at import, in one line."""
 
     def register(self, name: str, family: type[LanguageModel]) -> type[LanguageModel]:
+        if dict.__contains__(self, name):
+            return super().register(name, family)  # refused: a name taken is said first
         if missing := [trait for trait in ("config_class", "marker") if not hasattr(family, trait)]:
             raise BenchError(f"model {name!r}: {family.__name__} declares no {' and no '.join(missing)}; every "
                              f"family declares its settings dataclass and its figure marker (see LanguageModel)")
-        taken = {other.marker: other_name for other_name, other in self.items()}
+        taken = {other.marker: other_name for other_name, other in dict.items(self)}  # not items(): it loads plug-ins
         taken[PretrainedLM.marker] = "a pretrained model"
         if family.marker in taken:
             raise BenchError(f"model {name!r}: figure marker {family.marker!r} is {taken[family.marker]}'s; give "
@@ -33,7 +36,9 @@ class ModelRegistry(Registry[type[LanguageModel]]):
         return super().register(name, family)
 
 
-MODELS = ModelRegistry("model", BenchError, [("sha-rnn", SHARNN), ("lstm", LSTMLM), ("transformer", TransformerLM)])
+ENTRY_POINTS = "bench.models"  # the entry-point group of model families that installed packages declare
+MODELS = ModelRegistry("model", BenchError, [("sha-rnn", SHARNN), ("lstm", LSTMLM), ("transformer", TransformerLM)],
+                       entry_points=ENTRY_POINTS)
 
 
 def family_kind(family: type[LanguageModel]) -> str:

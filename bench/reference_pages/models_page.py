@@ -16,7 +16,7 @@ def models_page() -> str:
              f"Parameters and FLOPs are those `bench models describe MODEL --preset PRESET` prints, at a vocabulary "
              f"of {facts.vocab_size} (bytes): a larger vocabulary adds its embedding rows to the parameters. "
              f"A preset's training recipe: `bench models describe MODEL --preset PRESET`."]
-    for name, family in MODELS.items():
+    for name, family in MODELS.loaded().items():
         traits = [f"- Kind: {text(family_kind(family))}",
                   f"- Figure marker {code(family.marker)}, line {code(family.linestyle)}",
                   "- Compiled with `compile=true`: " + (", ".join(code(t.__name__) for t in family.parts_to_compile)

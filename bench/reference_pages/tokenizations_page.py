@@ -27,9 +27,9 @@ SHOWN = [trait for trait in TRAITS if trait not in ("family", "min_size")] + ["l
 
 
 def tokenizations_page() -> str:
-    rows = [[code(cls.form()), *(_cell(cls, trait) for trait in SHOWN)] for cls in FAMILIES.values()]
+    rows = [[code(cls.form()), *(_cell(cls, trait) for trait in SHOWN)] for cls in FAMILIES.loaded().values()]
     sizes = [[code(cls.form()), f"{cls.min_size:,}", text(cls.min_size_why)]
-             for cls in FAMILIES.values() if cls.min_size is not None]
+             for cls in FAMILIES.loaded().values() if cls.min_size is not None]
     meanings = "\n\n".join(f"{title}\n:   {meaning}" for title, meaning in (COLUMNS[t] for t in [*SHOWN, "min_size"]))
     return "\n\n".join([
         NO_CONTENTS, "# Tokenization families",

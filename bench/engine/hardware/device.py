@@ -45,6 +45,11 @@ def device_here(name: str) -> torch.device | None:
         raise
 
 
+def cuda_devices() -> int:
+    """The GPUs this process sees (0 without CUDA)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def available_cores() -> int:
     """The CPU cores this process may run on."""
     try:

@@ -65,9 +65,8 @@ def _recorded_run(payload: dict, path: Path) -> tuple[RunSpec, TrainConfig, Lang
     one line that names it, never a traceback of whichever reader meets it first."""
     resolved, part = payload["resolved"], "spec"
     if plug_in := _unregistered_family(resolved["spec"]):
-        raise BenchError(f"{path} names {plug_in}, which is not registered here: if a plug-in declares it, import "
-                         f"that module first (as a launcher script does); if not, the checkpoint was edited: "
-                         f"restore it")
+        raise BenchError(f"{path} names {plug_in}, which is not registered here: if a plug-in declares it, install "
+                         f"its package or name it with --plugin; if not, the checkpoint was edited: restore it")
     try:
         spec = RunSpec.from_json(_typed(RunSpec, resolved["spec"]))
         family = config_class(spec.model)

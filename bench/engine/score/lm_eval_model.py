@@ -5,7 +5,7 @@
 (lm-eval's own command line, with this model registered first; a user error ends in one line ``error: ...``), or
 from Python, once this module is imported: ``lm_eval.simple_evaluate(model="bench", model_args="run=RUN_FOLDER",
 tasks=[...])``. ``model_args`` takes ``run`` (a run folder, a checkpoint file or a folder of ``bench export``) and
-``device`` only. A device asked for (``device=`` in model_args, lm-eval's ``--device``, ``simple_evaluate(device=...)``)
+``device``, and ``plugins`` (plug-ins to import first, ``plugins=a.py:pkg.module``; installed ones need none). A device asked for (``device=`` in model_args, lm-eval's ``--device``, ``simple_evaluate(device=...)``)
 is used or refused; none asked for (lm-eval's own command line asks ``cuda:0`` of every machine; :func:`main` asks
 ``auto``) is the run's own device, or the CPU, with a note, on a machine without an accelerator. lm-eval's batch
 sizes change nothing: requests are scored one at a time.
@@ -24,6 +24,7 @@ with whitespace (``tests/test_lm_eval_model.py`` checks them within 1e-6).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -40,17 +41,19 @@ from bench.engine.hardware.device import device_here, pick_device
 from bench.engine.score.evaluation import Scorer, run_layout
 from bench.engine.score.inference import load_model
 from bench.errors import USER_ERRORS, BenchError
+from bench.plugins import load_plugins
 from bench.run_files import BEST, SPEC
 
-MODEL_ARGS = ("run", "device")
+MODEL_ARGS = ("run", "device", "plugins")
 UNCHOSEN = (None, "auto")  # the device nobody asked for: simple_evaluate passes none, main() passes auto
 INCOMPARABLE = "not comparable with those of lossless tokenizations (lm-eval's results do not say so)"
 
 
 @register_model("bench")
 class BenchLM(LM):
-    def __init__(self, run: str, device: str | None = None):
+    def __init__(self, run: str, device: str | None = None, plugins: str | None = None):
         super().__init__()
+        load_plugins(str(plugins).split(os.pathsep) if plugins else [], where="model_args plugins")
         checkpoint, (where, on_cpu_instead) = _checkpoint(Path(str(run))), _device(device)
         self.loaded = loaded = load_model(checkpoint, where)
         if on_cpu_instead:
@@ -72,15 +75,15 @@ class BenchLM(LM):
         for a constructor that took them all); only its device counts here."""
         unknown = sorted(set(arg_dict) - set(MODEL_ARGS))
         if unknown:
-            raise BenchError(f"model_args {', '.join(unknown)}: the bench model takes only run=RUN_FOLDER and "
-                             f"device=DEVICE; leave out the rest")
+            raise BenchError(f"model_args {', '.join(unknown)}: the bench model takes only run=RUN_FOLDER, "
+                             f"device=DEVICE and plugins=PLUGIN{os.pathsep}...; leave out the rest")
         if arg_dict.get("run") in (None, ""):
             raise BenchError("model_args gives no run: give --model_args run=RUN_FOLDER")
         ours, theirs = arg_dict.get("device"), (additional_config or {}).get("device")
         if ours not in UNCHOSEN and theirs not in UNCHOSEN and str(ours) != str(theirs):
             raise BenchError(f"two devices asked for: device={ours} in model_args and {theirs} to lm-eval "
                              f"(--device); give one")
-        return cls(run=arg_dict["run"], device=theirs if ours in UNCHOSEN else ours)
+        return cls(run=arg_dict["run"], device=theirs if ours in UNCHOSEN else ours, plugins=arg_dict.get("plugins"))
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
         return [-self.scorer.score(self._encode(request.args[0])).total_nll_nats for request in requests]

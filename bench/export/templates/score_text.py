@@ -15,13 +15,15 @@ The folder is checked first: every tensor of the model must come from ``model.sa
 be the one the export recorded (``weights_sha256`` in config.json, the weights the card's figures scored). A
 damaged folder, a layout that cannot score the text, or a total that is not a number is refused in one line
 (``error: ...``, exit status 1). Prints JSON: the total negative log-likelihood in nats, the tokens, bytes and
-characters, bits per byte and per character, and the layout.
+characters, words and lines, every comparable metric of the toolkit (bits per byte and per character, word
+perplexity, and any a plug-in declared, from the copy of the toolkit's metrics beside the model), and the layout.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import math
 import sys
@@ -132,10 +134,12 @@ def score(folder: str, text: str, chunk: int | None = None, streams: int | None 
     if not math.isfinite(total.item()):
         raise Refused(f"the total negative log-likelihood is {total.item()}, not a number: the model's "
                       f"probabilities are not finite (NaN or infinite weights); {FIX}")
-    n_bytes = len(text.encode("utf-8", "surrogateescape"))
-    bits = total.item() / math.log(2)
-    return {"total_nll_nats": total.item(), "tokens": len(ids), "bytes": n_bytes, "chars": len(text),
-            "bits_per_byte": bits / n_bytes, "bits_per_char": bits / len(text),
+    # every comparable metric the toolkit declared, from the copy of its code beside the model's (bench_family.py)
+    metrics = importlib.import_module(type(model).__module__.rpartition(".")[0] + ".bench_metrics")
+    numbers = metrics.normalize(total.item(), text, len(ids))
+    return {"total_nll_nats": total.item(), "tokens": len(ids), "bytes": numbers["n_bytes"],
+            "chars": numbers["n_chars"], "words": numbers["n_words"], "lines": numbers["n_lines"],
+            **{key: numbers[key] for key, metric in metrics.METRICS.items() if metric.comparable},
             "layout": {"streams": streams, "chunk": chunk}}
 
 

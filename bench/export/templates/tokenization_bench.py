@@ -14,6 +14,7 @@ import os
 
 from transformers import PreTrainedTokenizer
 
+from .bench_plugins import PLUGINS  # noqa: F401  (first: a plug-in scheme is registered before the file is read)
 from .tokenizers_study_registry import tokenizer_from_bytes
 
 VOCAB_FILE = "bench_tokenizer.json"

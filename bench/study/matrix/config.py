@@ -15,10 +15,12 @@ from bench.data.corpora import SPLITS
 from bench.engine.budget import LIMITS
 from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import read_toml
+from bench.plugins import load_plugins
 
 # Each table of a matrix config: how it is written and what it takes.
 CONFIG_TABLES = {
-    "matrix": ("[matrix]", 'name, description, match (default rule: "chars"), data_dir'),
+    "matrix": ("[matrix]", 'name, description, match (default rule: "chars"), data_dir,\n'
+                       'plugins = [...] (modules or .py paths, relative to the config)'),
     "axes": ("[axes]", "model = [...], tokenizer = [...], dataset = [...], seed = [...], match = [...], "
                        "<field> = [...]"),
     "budget": ("[budget]", "chars = N (match = chars), tokens = N (match = tokens), steps = N (match = steps),\n"
@@ -37,7 +39,7 @@ TABLES = tuple(CONFIG_TABLES)
 BUDGET_KEYS = tuple(limit.unit for limit in LIMITS if limit.unit != "minutes")
 CONTEXT_KEYS = ("chars", "tokens")
 TEXT_AXES = ("model", "preset", "tokenizer", "dataset", "match")
-MATRIX_KEYS = ("name", "description", "match", "data_dir")
+MATRIX_KEYS = ("name", "description", "match", "data_dir", "plugins")
 # Settings a matrix holds equal by its matching rule: [budget] and [context] set them, never a settings table.
 RULED = ("max_steps", "max_epochs", "max_train_chars", "max_tokens", "max_train_flops", "bptt", "context_chars")
 
@@ -133,6 +135,8 @@ def read_config(path: str | Path) -> MatrixConfig:
         source = "[matrix] name" if "name" in meta else "the matrix name (from the file's name)"
         raise BenchError(f"{path}: {source} {name!r} must use letters, digits, '-' and '_', with at least one letter "
                          f"or digit" + ("" if "name" in meta else "; set [matrix] name = \"...\""))
+    # first: the axes and tables may name what a plug-in registers
+    load_plugins(meta.get("plugins", []), path.parent, f"{path}: [matrix] plugins")
     axes = _grid(_table(doc, "axes", path), path, "[axes]")
     for key in ("model", "tokenizer", "dataset"):
         if key not in axes:

@@ -23,6 +23,7 @@ from typing import Any
 from bench.errors import BenchError
 from bench.fileio import require_folder, update_bytes
 from bench.ownership import claim_matrix_folder, record_matrix_owner
+from bench.plugins import Plugin, for_other_processes
 from bench.run_files import CHECKPOINT, MATRIX_CONFIG
 from bench.study.matrix.config import MatrixConfig, register_corpora
 from bench.study.matrix.eta import MatrixClock, outcome_of
@@ -87,6 +88,7 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, d
     records = optional_path(records, "records")
     instance_argument(execution, Execution, "execution", "Execution(jobs=2)").check()
     config = load_config(config_path)
+    plugins = for_other_processes(execution.cluster is not None) if execution.jobs > 1 or execution.cluster else []
     results = require_folder(results_dir or Path("results") / config.name, "results folder")
     claim_matrix_folder(results, config.path)
     data = resolve_data_dir(data_dir or config.data_dir)
@@ -109,14 +111,14 @@ def run_matrix(config_path: str | Path, results_dir: str | Path | None = None, d
     if dry_run:
         return outcome
     try:
-        return _execute(outcome, execution)
+        return _execute(outcome, execution, plugins)
     except Exception:  # a full disk, say; Ctrl-C keeps what the runs in progress saved
         if created and not any(results.glob("*/checkpoint.pt")) and not any(results.glob("*/result.json")):
             shutil.rmtree(results, ignore_errors=True)  # nothing worth keeping: no folder left behind
         raise
 
 
-def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
+def _execute(outcome: MatrixOutcome, execution: Execution, plugins: list[Plugin]) -> MatrixOutcome:
     """Run what a planned matrix has not done yet and write its runs.csv."""
     jobs, cluster, retry_failed = execution.jobs, execution.cluster, execution.retry_failed
     config, results = outcome.config, outcome.results_dir
@@ -135,8 +137,8 @@ def _execute(outcome: MatrixOutcome, execution: Execution) -> MatrixOutcome:
     where = (f"{resuming} of them resume from a checkpoint; " if resuming else "") + where
     print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
           file=sys.stderr)
-    finished = (_cluster_chains(todo, outcome, cluster) if cluster
-                else finished_chains(todo, jobs, execution.show_progress, cpu_threads))
+    finished = (_cluster_chains(todo, outcome, cluster, plugins) if cluster
+                else finished_chains(todo, jobs, execution.show_progress, cpu_threads, plugins))
     clock = MatrixClock([run.train_flops or 0.0 for chain in todo for run in chain], jobs if not cluster else len(todo))
     reported = 0
     try:
@@ -240,9 +242,9 @@ def _should_run(run: PlannedRun | PretrainedRun, retry_failed: bool) -> bool:
 def cpu_threads_per_run(jobs: int, threads: int | None) -> int | None:
     """Torch threads per run on CPU (none on GPUs unless asked): ``threads``, or the cores shared among the runs; a
     warning when the runs at a time ask for more threads than the machine has cores."""
-    from bench.engine.hardware.device import available_cores, default_threads
+    from bench.engine.hardware.device import available_cores, cuda_devices, default_threads
 
-    if threads is None and _cuda_device_count():
+    if threads is None and cuda_devices():
         return None
     chosen, cores = threads or default_threads(jobs), available_cores()
     if jobs * chosen > cores:
@@ -251,15 +253,15 @@ def cpu_threads_per_run(jobs: int, threads: int | None) -> int | None:
     return chosen
 
 
-def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None
-                     ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
+def finished_chains(todo: list[list[PlannedRun]], jobs: int, show_progress: bool, threads: int | None,
+                    plugins: list[Plugin] = ()) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     """Run each chain and yield it with its records as it finishes: here, or in ``jobs`` processes. Ctrl-C
     stops the matrix: the runs in progress checkpoint, nothing new starts, and KeyboardInterrupt is raised once
     their records are yielded."""
     if jobs == 1:
         yield from _chains_here(todo, show_progress, threads)
     else:
-        yield from _chains_in_workers(todo, jobs, threads)
+        yield from _chains_in_workers(todo, jobs, threads, plugins)
 
 
 def _chains_here(todo: list[list[PlannedRun]], show_progress: bool, threads: int | None
@@ -287,12 +289,14 @@ class _Workers:
     interrupted: bool  # a Ctrl-C came while the pool was being built
 
 
-def _start_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None) -> _Workers:
+def _start_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None, plugins: list[Plugin]) -> _Workers:
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
+    from bench.engine.hardware.device import cuda_devices
+
     ctx = mp.get_context("spawn")
-    n_gpus = _cuda_device_count()
+    n_gpus = cuda_devices()
     gpu_queue = None
     if n_gpus > 1:  # one GPU per worker, round robin
         gpu_queue = ctx.Queue()
@@ -310,7 +314,7 @@ def _start_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None)
     held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=init_worker,
-                                   initargs=(gpu_queue, os.getpid(), stopped))
+                                   initargs=(gpu_queue, os.getpid(), stopped, list(plugins)))
         futures = {pool.submit(worker_chain, [r.resolved.to_json() for r in pending], settings): pending
                    for pending in todo}
     finally:
@@ -318,7 +322,7 @@ def _start_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None)
     return _Workers(pool, futures, stopped, held, bool(noted))
 
 
-def _chains_in_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None
+def _chains_in_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | None, plugins: list[Plugin]
                        ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     """The chains in ``jobs`` worker processes: a first Ctrl-C stops every worker at its next step (each saves a
     checkpoint), a second stops waiting for them."""
@@ -326,7 +330,7 @@ def _chains_in_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | N
 
     from bench.engine.trainer import TrainingInterrupted
 
-    workers = _start_workers(todo, jobs, threads)
+    workers = _start_workers(todo, jobs, threads, plugins)
     waiting, interrupted, abandon = set(workers.futures), workers.interrupted, False
     if interrupted:
         _stop_all(workers.stopped, waiting)
@@ -360,11 +364,11 @@ def _chains_in_workers(todo: list[list[PlannedRun]], jobs: int, threads: int | N
         raise KeyboardInterrupt
 
 
-def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluster: ClusterSettings
-                    ) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
+def _cluster_chains(todo: list[list[PlannedRun]], outcome: MatrixOutcome, cluster: ClusterSettings,
+                    plugins: list[Plugin]) -> Iterator[tuple[list[PlannedRun], list[Attempt]]]:
     from bench.study.matrix.launch import submit, wait_for
 
-    jobs = submit(todo, outcome.results_dir, outcome.config.name, cluster)
+    jobs = submit(todo, outcome.results_dir, outcome.config.name, cluster, plugins)
     print(f"submitted {len(jobs)} job(s): {', '.join(job.job_id for job in jobs)}; their logs are in "
           f"{outcome.results_dir / '.submitit'}", file=sys.stderr)
     if cluster.wait:
@@ -389,12 +393,3 @@ def _records_on_disk(pending: list[PlannedRun]) -> list[Attempt]:
         if record.status is not RunStatus.DONE:
             break
     return records
-
-
-def _cuda_device_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        return 0

@@ -24,6 +24,7 @@ from pathlib import Path
 import submitit
 
 from bench.errors import BenchError
+from bench.plugins import Plugin, load_in_worker
 from bench.study.matrix.plan import PlannedRun
 from bench.study.matrix.run_status import Attempt, RunStatus
 from bench.study.matrix.worker import WorkerSettings, run_chain
@@ -72,13 +73,15 @@ class ChainJob(submitit.helpers.Checkpointable):
     """One cell's runs as one job; ``checkpoint`` (called by submitit at timeout) requeues the same job, which
     resumes each run from its own checkpoint."""
 
-    def __init__(self, configs: list[dict], threads: int | None = None):
+    def __init__(self, configs: list[dict], threads: int | None = None, plugins: list[Plugin] = ()):
         self.configs = configs
         self.threads = threads
+        self.plugins = list(plugins)  # what the matrix's process knew beyond the toolkit
 
     def __call__(self) -> list[dict]:
         from bench.engine.trainer import TrainingInterrupted
 
+        load_in_worker(self.plugins)
         if submitit.JobEnvironment().num_tasks > 1:
             submitit.helpers.TorchDistributedEnvironment().export()  # RANK, WORLD_SIZE, MASTER_ADDR, ...
         try:
@@ -93,7 +96,7 @@ class ChainJob(submitit.helpers.Checkpointable):
 
 
 def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings: ClusterSettings,
-           executor: str = "slurm") -> list:
+           plugins: list[Plugin] = (), executor: str = "slurm") -> list:
     """Submit one job per chain to Slurm (``executor="local"``: submitit's stand-in, for the tests); returns the
     submitit jobs."""
     executor = submitit.AutoExecutor(folder=results_dir / ".submitit" / "%j", cluster=executor)
@@ -104,7 +107,7 @@ def submit(todo: list[list[PlannedRun]], results_dir: Path, name: str, settings:
     if settings.signal_delay_s is not None:
         executor.update_parameters(signal_delay_s=settings.signal_delay_s)
     with executor.batch():
-        jobs = [executor.submit(ChainJob([run.resolved.to_json() for run in chain], settings.threads))
+        jobs = [executor.submit(ChainJob([run.resolved.to_json() for run in chain], settings.threads, plugins))
                 for chain in todo]
     return jobs
 

@@ -268,6 +268,7 @@ def train_again(configs: list[ResolvedRun], out: Path, data_dir: Path, jobs: int
                 show_progress: bool) -> pd.DataFrame:
     """Train each configuration in ``out``/<its folder name> (resuming one already there), ``threads`` CPU threads
     each; their result rows."""
+    from bench.plugins import for_other_processes
     from bench.study.matrix.execute import cpu_threads_per_run, finished_chains
     from bench.study.matrix.plan import PlannedRun
     from bench.study.matrix.run_status import RunStatus
@@ -277,7 +278,8 @@ def train_again(configs: list[ResolvedRun], out: Path, data_dir: Path, jobs: int
         moved = resolved.with_spec(out_dir=str(out / Path(resolved.spec.out_dir or resolved.run_id()).name),
                                    data_dir=str(data_dir))
         todo.append([PlannedRun({}, None, moved.spec, moved, RunStatus.NEW)])
-    for _ in finished_chains(todo, jobs, show_progress, cpu_threads_per_run(jobs, threads)):
+    plugins = for_other_processes() if jobs > 1 else []
+    for _ in finished_chains(todo, jobs, show_progress, cpu_threads_per_run(jobs, threads), plugins):
         pass
     rows = []
     for [run] in todo:

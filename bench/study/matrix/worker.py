@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench.engine.hardware.distributed import Ranks
 from bench.engine.resolve import ResolvedRun
+from bench.plugins import load_in_worker
 from bench.run_files import ERROR, TRAIN_LOG
 from bench.study.matrix.run_status import Attempt, RunStatus, failure_text, locked_record
 
@@ -131,7 +132,7 @@ def _classify(exc: BaseException) -> RunStatus:
     return RunStatus.FAILED
 
 
-def init_worker(gpu_queue, parent: int, stopped) -> None:
+def init_worker(gpu_queue, parent: int, stopped, plugins: list) -> None:
     global _MATRIX_STOPPED
     _MATRIX_STOPPED = stopped
     # a matrix started in the background (a shell's `&`) ignores Ctrl-C, as the shell asked: so do its workers
@@ -141,6 +142,7 @@ def init_worker(gpu_queue, parent: int, stopped) -> None:
     if gpu_queue is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
     threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()
+    load_in_worker(plugins)  # last: a plug-in's refusal fails the pool's chains, each with its one line
 
 
 def _stop_when_orphaned(parent: int) -> None:

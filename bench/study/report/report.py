@@ -216,7 +216,8 @@ def _word_sections(doc: ReportPage, study: Study, out: Path, profiles: dict, unk
     _figure(doc, lambda: figures.teacher_forcing_figure(profiles, style), out, "3-teacher-forcing",
             "Left: the share of a word's loss that falls on its first piece, by the number of pieces; right: "
             "mean loss by piece position within the word (for byte and character models: by byte/character); the "
-            "first seed of each model and tokenization. "
+            "first seed of each model and tokenization. A token that spans no byte (as a nibble's low half) is a "
+            "piece of the word of the token before it. "
             + analysis.teacher_forcing_sentence(profiles) + " Late positions exist only in long words, which are "
             "rarer and harder: the right panel mixes position with word length, most visibly for subword pieces.")
     several = len(profiles) > 1

@@ -61,7 +61,9 @@ def word_of_tokens(tokenizer, ids: np.ndarray) -> np.ndarray:
     """For each token, the index of the whitespace-separated word it belongs to (-1: only whitespace).
 
     A token belongs to the word that contains its first non-whitespace byte, so a
-    BPE piece " the" belongs to "the" and a word-level token to its word.
+    BPE piece " the" belongs to "the" and a word-level token to its word. A token that
+    spans no byte of the text (a nibble's low half, which completes the byte before it;
+    ``<bos>`` aside) is a piece of the word of the token before it: never dropped.
     """
     decoded = tokenizer.decode(ids)
     data = np.frombuffer(text_bytes(decoded), dtype=np.uint8)
@@ -76,7 +78,10 @@ def word_of_tokens(tokenizer, ids: np.ndarray) -> np.ndarray:
     word = np.searchsorted(word_start, anchors, side="right") - 1
     valid = (anchors >= 0) & (word >= 0)
     valid[valid] &= anchors[valid] < word_end[word[valid]]
-    return np.where(valid, word, -1)
+    word = np.where(valid, word, -1)
+    spanless = (lengths == 0) & (np.asarray(ids) != tokenizer.bos_id)
+    before = np.maximum.accumulate(np.where(spanless, -1, np.arange(len(word))))  # the last token with bytes
+    return np.where(spanless & (before >= 0), word[np.maximum(before, 0)], word)
 
 
 def word_byte_spans(text: str) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """A tokenization plug-in: ``nibble`` cuts each UTF-8 byte of the text into
 two tokens, its high 4 bits and then its low 4 bits. Ids 0-15 are high
-halves, 16-31 low halves, 32 is ``<bos>``. Importing this registers it."""
+halves, 16-31 low halves, 32 is ``<bos>``."""
 
 import numpy as np
 
@@ -46,7 +46,8 @@ class NibbleTokenizer(Tokenizer):
         raise ValueError("nibble has no one-token bytes: each is two")
 
     def _id_byte_lengths(self):
-        # Bytes each id adds to the text: a byte counts in its high half.
+        # The byte spans: bytes each id adds to the text. A byte counts in
+        # its high half (1); its low half spans none (0).
         return np.array([1] * 16 + [0] * 16 + [0], dtype=np.int32)
 
     # ---- encoding and decoding
@@ -67,4 +68,6 @@ class NibbleTokenizer(Tokenizer):
         return decode_bytes(data.astype(np.uint8).tobytes())
 
 
-FAMILIES.register(NibbleTokenizer.family, NibbleTokenizer)
+# Registered when imported (--plugin, plugins = [...]); the entry point in
+# pyproject.toml registers the same class where the package is installed.
+FAMILIES.adopt(NibbleTokenizer.family, NibbleTokenizer)
