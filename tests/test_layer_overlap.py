@@ -122,7 +122,7 @@ def test_compiled_parts_run_overlapped_and_compile_nothing_in_the_timed_steps(mo
     """torch.compile with its eager backend (dynamo traces and guards as with inductor, in a second): the chunks'
     keys/values of every length up to the full one are one dynamic graph, compiled in the warm-up."""
     from bench.data.facts import DataFacts
-    from bench.engine.hardware.speed import measure_speed
+    from bench.engine.speed import measure_speed
 
     compile_module = torch.nn.Module.compile
     monkeypatch.setattr(torch.nn.Module, "compile", lambda module: compile_module(module, backend="eager"))

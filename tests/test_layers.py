@@ -89,6 +89,15 @@ def test_every_import_goes_to_a_layer_below(graph):
     assert not upward, "\n".join(upward)
 
 
+def test_the_engines_hardware_layer_imports_nothing_of_the_engine_above_it(graph):
+    """bench.engine.hardware (device, precision, CUDA graphs, processes, memory) is what the resolver, the step and
+    the scorer stand on: none of its modules imports them back."""
+    upward = sorted(f"{module} imports {target}" for module, targets in graph.items() for target in targets
+                    if module.startswith("bench.engine.hardware") and target.startswith("bench.engine.")
+                    and not target.startswith("bench.engine.hardware"))
+    assert not upward, "\n".join(upward)
+
+
 def test_no_module_imports_itself_back(graph):
     cycles = set()
     for start in graph:

@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch.autograd import DeviceType
 
-import bench.engine.hardware.speed as speed
+import bench.engine.speed as speed
 from bench.data.facts import DataFacts
-from bench.engine.hardware.profile import CATEGORIES, STEPS_LABEL, Categorizer, cpu_split, gpu_split
+from bench.engine.profile import CATEGORIES, STEPS_LABEL, Categorizer, cpu_split, gpu_split
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
-from bench.engine.hardware.speed import measure_speed
+from bench.engine.speed import measure_speed
 from bench.engine.step import FORWARD_LABEL
 from bench.errors import BenchError
 from bench.models.common import ATTENTION_LABEL

@@ -44,7 +44,7 @@ def speed_command(
 ) -> None:
     """Measure training and evaluation throughput (tokens/s) of a model on this machine, on random tokens."""
     from bench.data.facts import facts_for_sizing
-    from bench.engine.hardware.speed import EVAL_STREAMS, measure_speed, sweep_batches
+    from bench.engine.speed import EVAL_STREAMS, measure_speed, sweep_batches
     from bench.engine.spec import RunSpec
 
     if peak_tflops is not None and not (math.isfinite(peak_tflops) and peak_tflops > 0):

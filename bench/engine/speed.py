@@ -19,7 +19,7 @@ own. MFU is the achieved training FLOP/s (3x the forward FLOPs per token) over
 the GPU's dense bf16 peak (none is known for a CPU: ``--peak-tflops`` gives one).
 From the run's budget it also estimates how long the whole run would train at
 this speed. ``--profile`` splits a training step's time
-(bench.engine.hardware.profile); ``--batch-sizes`` measures training at several
+(bench.engine.profile); ``--batch-sizes`` measures training at several
 batch sizes (:func:`sweep_batches`).
 """
 
@@ -112,7 +112,7 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
     train_peak = _peak_memory_gb(device)
     profiled = None
     if profile:
-        from bench.engine.hardware.profile import profile_steps
+        from bench.engine.profile import profile_steps
 
         profiled = profile_steps(step, device, min(steps, PROFILED_STEPS)).to_json()
         _peak_memory_gb(device)  # the profiled steps' peak is the training's again: not the evaluation's
