@@ -82,6 +82,15 @@ def make_text():
     return synthetic_text
 
 
+@pytest.fixture
+def toy_gru():
+    """The toy GRU family (tests/toy_family.py) registered as ``toy-gru`` for the test: its name."""
+    from tests.toy_family import registered
+
+    with registered() as name:
+        yield name
+
+
 @pytest.fixture(scope="session")
 def make_toy_corpus():
     """``make_toy_corpus(root) -> data folder``: a small user corpus "toy" (train 300 lines, valid and test 60)

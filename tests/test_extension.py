@@ -1,5 +1,5 @@
-"""The extension test: a metric, a tokenization and a model family, each declared here once (as README's "Adding a
-metric / a tokenization / a model family" says), reach everything that lists, trains, records, reports, draws or
+"""The extension test: a metric and a tokenization declared here once, and the tests' toy model family
+(tests/toy_family.py), as docs/extending.md says, reach everything that lists, trains, records, reports, draws or
 compares them: log.jsonl, result.json, runs.csv, the report's tables and every figure, bench compare, bench
 config fields and bench models list. The family's GRU runs in float32 under bfloat16 autocast (the precision
 policy wraps every recurrent module, not only the ones a family hands to a helper), a closed vocabulary that
@@ -11,20 +11,15 @@ from __future__ import annotations
 import csv
 import json
 import random
-from dataclasses import dataclass
 
 import matplotlib.axes
 import numpy as np
 import pandas as pd
 import pytest
-import torch
-import torch.nn as nn
 
 from bench import metrics
 from bench.metrics import Metric
-from bench.models import MODELS
-from bench.models.common import LanguageModel
-from bench.settings import SIZE, check_settings, setting
+from tests.toy_family import registered
 from tokenizers_study import FAMILIES, TokenizerError
 from tokenizers_study.char import CharTokenizer
 
@@ -50,42 +45,6 @@ class CharTop(CharTokenizer):
         return cls(spec, np.sort(seen[np.argsort(-counts, kind="stable")[:spec.size]]))
 
 
-@dataclass
-class GRUConfig:
-    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
-    width: int = setting(16, "embedding and GRU width", SIZE)
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-
-
-class GRULM(LanguageModel):
-    """Embedding, a linear map (autocast runs it in bfloat16) and a GRU. State: its hidden state [B, 1, width]."""
-
-    config_class = GRUConfig
-    marker = "v"
-    presets = {"tiny": {"model": {"width": 16}, "train": dict(batch_size=4, optimizer="adamw", lr=1e-2,
-                                                              max_steps=10, eval_streams=4, log_every=2)}}
-
-    def __init__(self, config: GRUConfig):
-        super().__init__()
-        self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.width)
-        self.mix = nn.Linear(config.width, config.width)
-        self.gru = nn.GRU(config.width, config.width, batch_first=True)
-        self.add_tied_output_bias(config.vocab_size)
-        self.init_normal(0.1)
-
-    def forward(self, tokens: torch.Tensor, state=None):
-        hx = None if state is None else state.transpose(0, 1).contiguous()
-        hidden, last = self.gru(self.mix(self.embedding(tokens)), hx)
-        return hidden, last.transpose(0, 1)
-
-    def flops_per_token(self, segment: int) -> float:
-        w = self.config.width
-        return 2 * w * w + 2 * 3 * w * (w + w) + 2 * w * self.config.vocab_size
-
-
 # ---- a matrix that uses all three ----------------------------------------------------------------------------
 
 TOKENIZERS = ["byte", "char-top:8", "char-top:16", "char-top:32", "word:60"]
@@ -100,7 +59,7 @@ valid = "valid.txt"
 test = "test.txt"
 
 [axes]
-model = ["gru", "lstm"]
+model = ["toy-gru", "lstm"]
 tokenizer = {json.dumps(TOKENIZERS)}
 dataset = ["toy"]
 seed = [0]
@@ -142,12 +101,11 @@ def declared():
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(metrics.METRICS, LINE.key, LINE)
         FAMILIES.register(CharTop.family, CharTop)
-        MODELS.register("gru", GRULM)
         try:
-            yield patch
+            with registered():
+                yield patch
         finally:
             del FAMILIES[CharTop.family]
-            del MODELS["gru"]
             plt.close("all")
 
 
@@ -211,11 +169,12 @@ def test_the_metric_reaches_the_log_the_result_and_the_runs_table(extended):
 
 def test_the_family_and_the_scheme_reach_the_runs_table_and_the_reports_main_table(extended):
     root, _ = extended
-    assert {(r["model"], r["tokenizer"]) for r in _runs(root)} == {(m, t) for m in ("gru", "lstm") for t in TOKENIZERS}
+    assert {(r["model"], r["tokenizer"]) for r in _runs(root)} == {(m, t) for m in ("toy-gru", "lstm")
+                                                                    for t in TOKENIZERS}
     with open(root / "report" / "main-table.csv", newline="") as f:
         main = list(csv.DictReader(f))
     assert "bits/line" in main[0]
-    assert {(r["model"], r["tokenizer"].split(" ")[0]) for r in main} >= {("gru", "char-top:16"), ("lstm", "byte")}
+    assert {(r["model"], r["tokenizer"].split(" ")[0]) for r in main} >= {("toy-gru", "char-top:16"), ("lstm", "byte")}
     page = (root / "report" / "report.md").read_text()
     assert "- bits/line = L / (ln 2 · newlines)." in page
 
@@ -226,9 +185,9 @@ def test_every_figure_draws_the_declared_metric_family_and_scheme(extended):
     assert {"1-tokenization-attack", "2-vocabulary-sweep", "5-learning-curves"} <= metric_figures, drawn.keys()
     assert not any("bits per byte" in label for seen in drawn.values() for label in seen["labels"])
     for name in metric_figures:  # the family in a legend, or a panel of its own
-        assert any("gru" in entry for entry in drawn[name]["legend"] | drawn[name]["labels"]), name
+        assert any("toy-gru" in entry for entry in drawn[name]["legend"] | drawn[name]["labels"]), name
     sweep = drawn["2-vocabulary-sweep"]["lines"]
-    assert {label for label, _ in sweep} >= {"gru char-top", "lstm char-top"}
+    assert {label for label, _ in sweep} >= {"toy-gru char-top", "lstm char-top"}
 
 
 def test_a_closed_vocabulary_that_covers_the_text_is_never_compared(extended):
@@ -247,14 +206,14 @@ def test_a_closed_vocabulary_that_covers_the_text_is_never_compared(extended):
 def test_the_declared_metric_is_compared_side_by_side(extended, cli_here):
     root, _ = extended
     runs = [root / "results" / r["run_dir"] for r in _runs(root) if r["tokenizer"] in ("byte", "char-top:16")
-            and r["model"] == "gru"]
+            and r["model"] == "toy-gru"]
     rows = {row["metric"]: row for row in json.loads(cli_here("compare", *map(str, runs), "--json").stdout)["rows"]}
     assert "bits/line" in rows
 
 
 def test_the_gru_runs_in_float32_under_bfloat16_and_its_precision_is_recorded(extended):
     root, _ = extended
-    run = next(r for r in _runs(root) if r["model"] == "gru")
+    run = next(r for r in _runs(root) if r["model"] == "toy-gru")
     precision = json.loads((root / "results" / run["run_dir"] / "result.json").read_text())["training"]["precision"]
     assert precision["ran"] == "bfloat16 autocast, LSTMs float32"
     assert precision["observed"]["Linear"]["outputs"] == ["bfloat16"]  # autocast is on around it
@@ -263,9 +222,9 @@ def test_the_gru_runs_in_float32_under_bfloat16_and_its_precision_is_recorded(ex
 
 def test_the_family_is_listed_with_its_settings(declared, cli_here):
     listed = json.loads(cli_here("models", "list", "--json").stdout)
-    fields = json.loads(cli_here("config", "fields", "--model", "gru", "--json").stdout)
-    assert {"model": "gru", "kind": "recurrent", "presets": ["tiny"], "compiled parts": [], "marker": "v"} in listed
-    assert {f["name"] for f in fields if f["section"] == "model: gru"} == {"width"}
+    fields = json.loads(cli_here("config", "fields", "--model", "toy-gru", "--json").stdout)
+    assert {"model": "toy-gru", "kind": "recurrent", "presets": ["tiny"], "compiled parts": [], "marker": "v"} in listed
+    assert {f["name"] for f in fields if f["section"] == "model: toy-gru"} == {"width"}
 
 
 def test_two_swept_families_of_one_model_are_two_lines_in_their_own_colours(declared):

@@ -1,6 +1,7 @@
 """A model family is declared in one place: a class with its traits, registered in bench.models.MODELS. Declared
-here (a tiny GRU language model), it trains in a matrix, is drawn in the report with its own marker, and is listed
-by `bench models list` and `bench config fields`; a family whose setting is also a training setting is refused."""
+in tests/toy_family.py (a tiny GRU language model), it trains in a matrix, is drawn in the report with its own
+marker, and is listed by `bench models list` and `bench config fields`; a family whose setting is also a training
+setting is refused."""
 
 import json
 from dataclasses import dataclass
@@ -13,49 +14,7 @@ import torch.nn as nn
 from bench.errors import BenchError
 from bench.models import MODELS
 from bench.models.common import LanguageModel
-from bench.settings import SIZE, check_settings, setting
-
-
-@dataclass
-class ToyGRUConfig:
-    vocab_size: int = setting(256, "set from the tokenizer when a run is resolved", SIZE)
-    width: int = setting(16, "embedding and GRU width", SIZE)
-
-    def __post_init__(self) -> None:
-        check_settings(self)
-
-
-class ToyGRU(LanguageModel):
-    """State: the GRU's hidden state, batch-first ``[B, 1, width]``."""
-
-    config_class = ToyGRUConfig
-    marker = "v"
-    presets = {"tiny": {"model": {"width": 16}, "train": dict(batch_size=4, optimizer="adamw", lr=1e-2,
-                                                              max_steps=10, eval_streams=4, log_every=2)}}
-
-    def __init__(self, config: ToyGRUConfig):
-        super().__init__()
-        self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.width)
-        self.gru = nn.GRU(config.width, config.width, batch_first=True)
-        self.add_tied_output_bias(config.vocab_size)
-        self.init_normal(0.1)
-
-    def forward(self, tokens: torch.Tensor, state=None):
-        hidden, last = self.gru(self.embedding(tokens), None if state is None else state.transpose(0, 1).contiguous())
-        return hidden, last.transpose(0, 1)
-
-    def flops_per_token(self, segment: int) -> float:
-        w = self.config.width
-        return 2 * 3 * w * (w + w) + 2 * w * self.config.vocab_size
-
-
-@pytest.fixture
-def toy_gru():
-    MODELS.register("toy-gru", ToyGRU)
-    yield "toy-gru"
-    del MODELS["toy-gru"]
-
+from tests.toy_family import ToyGRU, ToyGRUConfig
 
 CONFIG = """
 [matrix]

@@ -132,12 +132,17 @@ def test_a_reference_of_runs_csv_and_matrix_toml_alone_is_planned_again_and_matc
     assert sorted(p.name for p in reference.iterdir()) == ["matrix.toml", "runs.csv"]
 
 
-def test_the_demos_comparison_trains_nothing(study, cli_here, tmp_path):
+def test_the_demos_comparison_trains_nothing(study, cli_here, tmp_path, monkeypatch):
     config = tmp_path / "repro.toml"  # the same study run again elsewhere, as make demo runs its own
     config.write_text(CONFIG.format(root=study))
     assert run_matrix(config, tmp_path / "mine", study / "data", Execution(threads=1, show_progress=False)).counts == {
         "done": 4}
     before = digest(tmp_path / "mine")
+
+    def trained(*args, **kwargs):
+        raise AssertionError("--reproduced trained a run")
+
+    monkeypatch.setattr("bench.engine.run.execute", trained)  # what every run, in a matrix or alone, trains with
     done = cli_here("reproduce", str(study / "results"), "--reproduced", str(tmp_path / "mine"), "--quiet")
     assert done.returncode == 0 and "4 runs; 4 bit-identical; all within tolerance" in done.stdout, done.stderr
     assert digest(tmp_path / "mine") == before

@@ -283,7 +283,7 @@ def test_transformer_eval_chunk_beyond_its_window_is_a_resolution_error(data_dir
 
 @pytest.mark.parametrize("args,fragments", [
     (["--set", "attention=everywhere"], ["allowed: second-last, all, none"]),
-    (["--model", "gru"], ["unknown model 'gru'"]),
+    (["--model", "no-such-model"], ["unknown model 'no-such-model'"]),
     (["--preset", "huge"], ["unknown preset 'huge'", "tiny, small, paper"]),
     (["--set", "nhid=100"], ["multiple of emsize"]),
 ])

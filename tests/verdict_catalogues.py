@@ -1,6 +1,6 @@
 """The bad-input cases of the verdicts (reproduce, records, export, contamination, speed), each kept in its own
 suite as ``CATALOGUE`` with the sandbox places it needs (``places(box, sandbox_places)``): the command-line check of
-tests/test_bad_inputs.py and scripts/hostile_catalogue.py read them from here."""
+tests/test_bad_inputs.py and experiments/hostile_catalogue.py read them from here."""
 
 import importlib
 import shutil

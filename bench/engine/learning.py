@@ -8,7 +8,7 @@ The trainer stops a run only on evidence that it will not learn (:func:`stalled_
 budget is spent (``not_learning_after``), its last :data:`PATIENCE` validations are all after warmup, none of them
 :data:`STARTED_BELOW` below the floor (at it or above it), and none :data:`PROGRESS` better than the best
 validation before them. Such a run is stopped as ``not-learning``, never a result. The constants come from a
-grid of 139 CPU runs (``scripts/not_learning_grid.py``, ``results/reference/not-learning-rule.md``): the rule
+grid of 139 CPU runs (``experiments/not_learning_grid.py``, ``results/reference/not-learning-rule.md``): the rule
 stops none of its 43 runs that learn and all 25 flat ones that do not; the rule it replaces, "2% below the
 floor at a quarter of the budget", stopped 5 of the 43 (and 9 of the 12 runs of ``configs/seeds.toml``), since
 a run can sit at its floor for a while and then learn.

@@ -176,7 +176,7 @@ fetch_wikitext2() {
   fi
 }
 
-# Each variant of scripts/sharnn_plateau.py for about a minute; the table of what each did comes back.
+# Each variant of experiments/sharnn_plateau.py for about a minute; the table of what each did comes back.
 diagnose() {
   fetch_wikitext2
   local cells=${CELLS:-$OUT.cells} budget=(--minutes "${DIAGNOSE_MINUTES:-0.9}")
@@ -185,10 +185,10 @@ diagnose() {
   : > "$OUT/diagnose.log"
   for variant in "${variants[@]}"; do
     echo "== $variant" >> "$OUT/diagnose.log"
-    "$PY" scripts/sharnn_plateau.py --out "$cells" run "$variant" "${budget[@]}" >> "$OUT/diagnose.log" 2>&1 \
+    "$PY" experiments/sharnn_plateau.py --out "$cells" run "$variant" "${budget[@]}" >> "$OUT/diagnose.log" 2>&1 \
       || echo "$variant: failed (see diagnose.log)" | tee -a "$OUT/diagnose.log"
   done
-  "$PY" scripts/sharnn_plateau.py --out "$cells" table > "$OUT/diagnose.md"
+  "$PY" experiments/sharnn_plateau.py --out "$cells" table > "$OUT/diagnose.md"
   cat "$OUT/diagnose.md"
 }
 

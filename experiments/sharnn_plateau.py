@@ -3,9 +3,9 @@
 The cell of configs/gpu-wikitext2.toml (SHA-RNN `small` recipe, width 512, Boom 2048, memory 1024, byte level,
 batch 32 x 512 characters, LAMB lr 2e-3, warmup 100, seed 0) under variants that each change one thing:
 
-    python scripts/sharnn_plateau.py run float32 --steps 200      # on the CPU; run again: resumes, or goes further
-    python scripts/sharnn_plateau.py run float16-scaled --minutes 1   # the GPU runbook's diagnose stage
-    python scripts/sharnn_plateau.py table > results/reference/sharnn-plateau.md
+    python experiments/sharnn_plateau.py run float32 --steps 200      # on the CPU; run again: resumes, or goes further
+    python experiments/sharnn_plateau.py run float16-scaled --minutes 1   # the GPU runbook's diagnose stage
+    python experiments/sharnn_plateau.py table > results/reference/sharnn-plateau.md
 
 ``gpu-as-before`` is what the GPU study ran: bf16 autocast, and every LSTM in float16 without loss scaling
 (cuDNN's autocast wrapper casts RNNs to float16 whatever dtype autocast was given). On CUDA it is that

@@ -2,7 +2,7 @@
 restart) and with more streams (each restarted from <bos>, so its first tokens see less context). Prints the rows
 of ``results/reference/eval-streams-cost.md``; what the streams buy in speed is ``bench speed``'s to measure.
 
-    python scripts/eval_streams_table.py RUN_FOLDER... [--streams 16,64,256] [--data-dir DIR]
+    python experiments/eval_streams_table.py RUN_FOLDER... [--streams 16,64,256] [--data-dir DIR]
 
 Each score is ``bench eval RUN --split test --streams S --json`` in a subprocess of its own (nothing is written).
 """

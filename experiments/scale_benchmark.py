@@ -1,8 +1,8 @@
 """How each stage of the toolkit scales with the corpus: wall time and peak resident memory at several sizes of a
 synthetic corpus (bench data synthesize), each stage a `bench` command (or a short script) in its own process.
 
-    python scripts/scale_benchmark.py --sizes 10,30,100 --out scale-out            # enwik8-shaped, MB of text
-    python scripts/scale_benchmark.py --corpus wikitext-103 --sizes 540 --out s2    # MB of train text
+    python experiments/scale_benchmark.py --sizes 10,30,100 --out scale-out            # enwik8-shaped, MB of text
+    python experiments/scale_benchmark.py --corpus wikitext-103 --sizes 540 --out s2    # MB of train text
 
 enwik8: per size N MB the synthetic file is cut 90/5/5 into train, valid and test (enwik8's proportions) and added
 as a user corpus; at 100 MB the real enwik8 path (zip, reference split) is measured too. Then every scheme is

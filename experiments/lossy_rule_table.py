@@ -1,7 +1,7 @@
 """The one rule of "lossy" (tokenizers_study.lossless_on), measured where it must fire and where it must not:
 each case's scheme trait, whether decoding gave its text back, the old rule (the measurement alone) and the rule.
 
-    python scripts/lossy_rule_table.py --data-dir DATA > results/reference/lossy-rule.md
+    python experiments/lossy_rule_table.py --data-dir DATA > results/reference/lossy-rule.md
 
 DATA holds WikiText-2 (bench data fetch wikitext-2); the toy text and the Hugging Face tokenizers are made here.
 """

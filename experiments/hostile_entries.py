@@ -1,4 +1,4 @@
-"""Issue 44's cases of the hostile catalogue (scripts/hostile_catalogue.py): the entries beside the command line
+"""The entries' cases of the hostile catalogue (experiments/hostile_catalogue.py): the entries beside the command line
 (the Python API, as a script calls it, a BenchError printed as the one line the CLI prints; lm-eval's model; TensorBoard
 curves), run folders whose records disagree, and corpora whose held-out text is in train; and the sandbox places
 they need, built by :func:`entry_places`."""
@@ -93,7 +93,7 @@ def lm_eval_places(box: Path, places: dict) -> dict:
 
 
 def leak_places(box: Path, places: dict) -> dict:
-    """Issue 44's contaminated corpora, from the toy corpus's own files."""
+    """Contaminated corpora, from the toy corpus's own files."""
     import random
 
     train, valid = Path(places["train_text"]).read_text(), Path(places["text"]).read_text()
@@ -109,7 +109,7 @@ def leak_places(box: Path, places: dict) -> dict:
 
 
 def record_places(box: Path, places: dict) -> dict:
-    """Issue 44's run folders whose records disagree: copies of the sandbox's matrix results, each damaged once."""
+    """Run folders whose records disagree: copies of the sandbox's matrix results, each damaged once."""
     edits = {"rec-relabelled": lambda run: _edit_json(run / "cell.json",
                                                       lambda r: r["cell"].update(tokenizer="bpe:300")),
              "rec-uncelled": lambda run: (run / "cell.json").unlink(),

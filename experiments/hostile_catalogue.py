@@ -1,14 +1,15 @@
-"""The hostile catalogue re-run whole against any checkout: tests/test_bad_inputs.py's CASES, issue 35's cases
-from other suites (EXTRA), issue 44's (scripts/hostile_entries.py) and the verdicts' (tests/verdict_catalogues.py),
+"""The hostile catalogue re-run whole against any checkout: tests/test_bad_inputs.py's CASES, the cases of other
+suites (EXTRA), the entries beside the command line (experiments/hostile_entries.py) and the verdicts'
+(tests/verdict_catalogues.py),
 each as `python CHECKOUT/cli.py ...` (OMP_NUM_THREADS=1, 120 s, 8 GiB of address space)
 in one sandbox built by this checkout's code, classified as CLASSES by its exit, stderr and the sandbox's files
 (size, mtime) before and after; a sandbox a case changed is put back from a pristine copy.
 
-    python scripts/hostile_catalogue.py build --root /tmp/hostile      # the sandbox, with this checkout's code
-    python scripts/hostile_catalogue.py run --repo /work/wt-before --label before   # ROOT/before.tsv
-    python scripts/hostile_catalogue.py run --repo . --label after                  # ROOT/after.tsv
-    python scripts/hostile_catalogue.py ctrl-c --repo .                             # ROOT/ctrl-c.md
-    python scripts/hostile_catalogue.py note --before-commit 7b6a07c --after-commit COMMIT   # the reference note"""
+    python experiments/hostile_catalogue.py build --root ROOT               # the sandbox, with this checkout's code
+    python experiments/hostile_catalogue.py run --repo ../before --label before   # a worktree of the commit before
+    python experiments/hostile_catalogue.py run --repo . --label after                  # ROOT/after.tsv
+    python experiments/hostile_catalogue.py ctrl-c --repo .                             # ROOT/ctrl-c.md
+    python experiments/hostile_catalogue.py note --before-commit 7b6a07c --after-commit COMMIT   # the reference note"""
 
 import argparse
 import contextlib
@@ -18,6 +19,7 @@ import os
 import re
 import resource
 import shutil
+import tempfile
 import signal
 import subprocess
 import sys
@@ -28,13 +30,13 @@ from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
-from hostile_entries import API, LM, RECORDS, WORKS, entry_places  # noqa: E402  (issue 44's cases)
+sys.path.insert(0, str(REPO / "experiments"))
+from hostile_entries import API, LM, RECORDS, WORKS, entry_places  # noqa: E402  (the entries beside the command line)
 from tests.verdict_catalogues import cases as verdict_cases, suites as verdict_suites  # noqa: E402
 CLASSES = ["clean", "works", "traceback", "data loss", "accepted-bad", "misleading", "leftover", "timeout"]
 TIMEOUT, MEMORY = 120, 8 * 2 ** 30
 
-# issue 35's problems whose cases live in other suites (test_data_safety, test_train, test_baselines, ...)
+# problems whose cases live in other suites (test_data_safety, test_train, test_baselines, ...)
 EXTRA = [(f"dump onto the run's own {name}", f"eval {{run}} --dump-token-losses {{run}}/{name}",
           "was not written by this command") for name in ("best.pt", "checkpoint.pt", "result.json", "spec.json")] + [
     ("dump onto a user's file beside a loose best.pt", "eval {loose}/best.pt --dump-token-losses {loose}/other.npy",
@@ -146,12 +148,12 @@ def extra_places(box: Path, places: dict) -> dict:
     compressor_baselines("rep", ("test",), box / "bl-data")
     cache = next((box / "bl-data" / "cache" / "baselines").glob("rep-*.json"))
     stored = json.loads(cache.read_text())
-    stored["baselines"][0]["bits_per_byte_cold"] = 0.001  # the issue's edit: a figure no compressor reaches
+    stored["baselines"][0]["bits_per_byte_cold"] = 0.001  # an edit to a figure no compressor reaches
     cache.write_text(json.dumps(stored))
     (box / "small-valid.txt").write_text("ab\n")
     add_user_corpus("small", {**texts, "valid": box / "small-valid.txt"}, box / "bl-data")
     tiny_gpt2._get_wrapped_function()(factory(box), synthetic_text())
-    words = sorted(set(texts["train"].read_text().split())) + ["[UNK]"]  # issue 35's hf_huge_vocab: 1,000,000 ids
+    words = sorted(set(texts["train"].read_text().split())) + ["[UNK]"]  # hf_huge_vocab: 1,000,000 ids
     huge = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words + [f"w{i}" for i in range(
         1_000_000 - len(words))])}, unk_token="[UNK]"))
     huge.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -235,7 +237,7 @@ def run(root: Path, repo: Path, label: str, only: str | None, verdicts: bool = F
 
 
 def ctrl_c(root: Path, repo: Path, delays: list[float]) -> None:
-    """Issue 35's Ctrl-C: tests/test_matrix.py's `run-matrix --jobs 2 --threads 1` of six long toy runs, SIGINT to
+    """Ctrl-C: tests/test_matrix.py's `run-matrix --jobs 2 --threads 1` of six long toy runs, SIGINT to
     its process group DELAY s after start; then the same command again, stopped once a run has trained on."""
     from tests.conftest import synthetic_text
     from tests.test_matrix import _parallel_matrix, toy
@@ -276,12 +278,12 @@ def interrupt(process: subprocess.Popen, wait: float, ready=lambda: False) -> tu
         return "killed after 60 s", process.communicate()[1], time.monotonic() - sent
 
 
-def note(root: Path, out: Path, issue: str, before_commit: str, after_commit: str) -> None:
+def note(root: Path, out: Path, change: str, before_commit: str, after_commit: str) -> None:
     before, after = ({r["case"]: r for r in csv.DictReader(open(root / f"{label}.tsv"), delimiter="\t")}
                      for label in ("before", "after"))
-    lines = [f"# The hostile catalogue, before and after issue {issue}", "",
-             "`scripts/hostile_catalogue.py`: tests/test_bad_inputs.py's CASES, the cases of issues 35 and 44 from "
-             "other suites and the verdicts' suites (tests/verdict_catalogues.py), "
+    lines = [f"# The hostile catalogue, before and after {change}", "",
+             "`experiments/hostile_catalogue.py`: tests/test_bad_inputs.py's CASES, the cases of other suites, the "
+             "entries beside the command line and the verdicts' suites (tests/verdict_catalogues.py), "
              f"{len(after)} in all, each as `python CHECKOUT/cli.py` (or, for cases of the "
              "Python API and the exported score_text.py, `python -c`) in one sandbox built by AFTER's code. "
              f"BEFORE = {before_commit}, AFTER = {after_commit}." + (
@@ -310,17 +312,17 @@ def _cell(text: str) -> str:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=["build", "run", "ctrl-c", "note"])
-    parser.add_argument("--root", type=Path, default=Path("/tmp/hostile"))
+    parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()) / "hostile")
     parser.add_argument("--repo", type=Path, default=REPO)
     parser.add_argument("--label", default="after")
     parser.add_argument("--only", help="run: only the cases whose name holds this")
     parser.add_argument("--verdicts", action="store_true", help="run: only the verdicts' cases")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "hostile-catalogue.md")
     parser.add_argument("--delays", default="1,2,3,4,5,7,10", help="ctrl-c: seconds after start")
-    parser.add_argument("--issue", default="44", help="note: the issue the catalogue is re-run for")
+    parser.add_argument("--change", default="a change", help="note: what the catalogue is re-run for (its heading)")
     parser.add_argument("--before-commit", default="7b6a07c", help="note: the commit BEFORE ran")
     parser.add_argument("--after-commit", default="main", help="note: the commit AFTER ran")
     o = parser.parse_args()
     {"build": lambda: build(o.root), "run": lambda: run(o.root, o.repo, o.label, o.only, o.verdicts), "note": lambda: note(
-        o.root, o.out, o.issue, o.before_commit, o.after_commit),
+        o.root, o.out, o.change, o.before_commit, o.after_commit),
      "ctrl-c": lambda: ctrl_c(o.root, o.repo, [float(d) for d in o.delays.split(",")])}[o.mode]()

@@ -6,7 +6,7 @@ training tokens/s of each, and evaluation's at 16 and 256 streams, and the ratio
 ratio (evaluation: n/a against a checkout from before ``bench speed`` timed it at those streams). The machine's load
 average is printed before and after (a busy machine spreads the rounds).
 
-    python scripts/speed_before_after.py --before ../wt-speedbase --after . --rounds 5 --steps 20,4
+    python experiments/speed_before_after.py --before ../before --after . --rounds 5 --steps 20,4
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The optimizer step alone, LAMB's loop against its foreach version (and AdamW's, for scale).
 
-    python scripts/lamb_step_speed.py --presets tiny,small,paper --rounds 9
-    python scripts/lamb_step_speed.py --presets small,paper --device cuda    # a GPU session: launches, not FLOPs
+    python experiments/lamb_step_speed.py --presets tiny,small,paper --rounds 9
+    python experiments/lamb_step_speed.py --presets small,paper --device cuda    # a GPU session: launches, not FLOPs
 
 For each SHA-RNN preset (byte vocabulary) the variants take turns, ``--steps`` steps each per round (after one
 untimed step that creates the state), so that a load that changes during the run falls on every variant alike. Each

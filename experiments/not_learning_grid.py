@@ -2,8 +2,8 @@
 not, each trained once with the stop off, and candidate rules applied to their validations afterwards (training
 is deterministic up to a stop, so a rule's verdict on a log is what it would have done in the run).
 
-    python scripts/not_learning_grid.py run [--jobs 2] [--only NAME ...]   # trains what is not done (resumable)
-    python scripts/not_learning_grid.py table > results/reference/not-learning-rule.md
+    python experiments/not_learning_grid.py run [--jobs 2] [--only NAME ...]   # trains what is not done (resumable)
+    python experiments/not_learning_grid.py table > results/reference/not-learning-rule.md
 
 Classes, from the last validation against the unigram floor (bits per character): *learns* ends at least 10%
 below it (the end-of-run check), *does not learn* ends short of 2% below it (at it, or above it); between the two, no requirement. A rule
@@ -11,10 +11,10 @@ must stop no run that learns, and should stop every run that does not, as early 
 
 The grid: the tiny SHA-RNN, LSTM and Transformer on WikiText-2 bytes (batch 4 x 64 characters, one thread), peak
 learning rates 1e-9 to 1e-2, warmups of none, half and 90% of the budget, budgets of 60, 250 and 1,000 steps with
-ten validations each; the issue's cases (the 100-step tiny SHA-RNN validated every 20 steps; lr 1e-4 with a
+ten validations each; the reported cases (the 100-step tiny SHA-RNN validated every 20 steps; lr 1e-4 with a
 warmup of 300 of 400 steps); and the GPU study's SHA-RNN cell (13.5M parameters) at batch 8 x 128 for 300 steps,
 validated every 10, in float32 (a plateau that ends late: it sat at its floor until about step 130) and with
-unscaled float16 LSTMs as `scripts/sharnn_plateau.py` emulates them (the H100 failure; float32 elsewhere; 150
+unscaled float16 LSTMs as `experiments/sharnn_plateau.py` emulates them (the H100 failure; float32 elsewhere; 150
 steps, as the emulation is slow). bf16
 autocast, the GPU study's other plateau, is left out: a CPU without bf16 instructions runs it ten times slower.
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+sys.path.insert(0, str(REPO / "experiments"))
 
 OUT = REPO / "runs" / "not-learning-grid"
 LEARNS, DOES_NOT, BETWEEN = "learns", "does not learn", "between"
@@ -47,7 +47,7 @@ class Point:
     model: str
     preset: str
     settings: dict = field(default_factory=dict)
-    emulated_float16_lstms: bool = False  # the H100 failure, as scripts/sharnn_plateau.py emulates it
+    emulated_float16_lstms: bool = False  # the H100 failure, as experiments/sharnn_plateau.py emulates it
 
 
 def _number(x: float) -> str:
@@ -92,7 +92,7 @@ def train_point(point: Point) -> str:
 
 def run(jobs: int, only: list[str]) -> None:
     todo = [p for p in grid() if (not only or p.name in only) and not (OUT / p.name / "result.json").is_file()]
-    # the cells and the issue's cases first, then the grid's short budgets before its long ones
+    # the cells and the reported cases first, then the grid's short budgets before its long ones
     todo.sort(key=lambda p: (not p.name.startswith(("cell-", "issue-")), p.settings["max_steps"]))
     print(f"{len(todo)} runs to train", file=sys.stderr)
     with ProcessPoolExecutor(jobs) as pool:
@@ -197,7 +197,7 @@ def table() -> str:
              f"one thread per run, two runs at a time, {first.get('started_at', '')[:10]}." if first else "")
     # docs/training.md includes the grid and the rules by these section markers (pymdownx.snippets)
     lines = ["<!-- --8<-- [start:grid] -->", __doc__.split("\n\n")[0].replace('"""', ""), "", where, "",
-             "```bash", "python scripts/not_learning_grid.py run --jobs 2", "python scripts/not_learning_grid.py table",
+             "```bash", "python experiments/not_learning_grid.py run --jobs 2", "python experiments/not_learning_grid.py table",
              "```", "", f"{len(logs)} runs. A plateau rule `K x M from S` stops at a validation after warmup and after a share S",
              "of the budget when it and the K - 1 before it are none 2% below the floor and none is M (relative)",
              "better than the best validation before them. 'as before': 2% below the floor at every validation past",
@@ -243,7 +243,7 @@ def table() -> str:
               f"**{chosen}**{' (the same)' if best == chosen else ': they differ, so the rule should be revisited'}."]
     lines += ["<!-- --8<-- [end:rules] -->", "", "## Each run", "",
               "'stops at': the step at which each rule would have stopped the run (- never). "
-              "Validations: ten per budget in the grid, every 20 steps in the issue's cases, every 10 in the cell's.",
+              "Validations: ten per budget in the grid, every 20 steps in the reported cases, every 10 in the cell's.",
               "", "| run | warmup | budget | valid bits/char at the end | floor | below floor | class | late progress | "
               f"as before | chosen ({chosen}) |", "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for log in logs:
