@@ -9,7 +9,7 @@ batch 32 x 512 characters, LAMB lr 2e-3, warmup 100, seed 0) under variants that
 
 ``gpu-as-before`` is what the GPU study ran: bf16 autocast, and every LSTM in float16 without loss scaling
 (cuDNN's autocast wrapper casts RNNs to float16 whatever dtype autocast was given). On CUDA it is that
-(``lstm_precision=autocast``). A CPU has no float16 LSTM kernel, so there it is emulated: the LSTM's inputs, state
+(``rnn_precision=autocast``). A CPU has no float16 LSTM kernel, so there it is emulated: the LSTM's inputs, state
 and weights are rounded to float16 on the way in and its outputs on the way out, and each rounding's backward
 rounds the gradient to float16 as well (values under float16's smallest subnormal, 6e-8, become 0: the underflow
 a loss scaler prevents); the recursion inside the LSTM runs in float32. Each variant is a training run in
@@ -44,7 +44,7 @@ TINY = dict(emsize=32, nhid=128, max_memory=64, batch_size=4, context_chars=32, 
 class Variant:
     what: str
     settings: dict = field(default_factory=dict)
-    unscaled_float16_lstms: bool = False  # CUDA: lstm_precision=autocast under bf16; a CPU: emulated
+    unscaled_float16_lstms: bool = False  # CUDA: rnn_precision=autocast under bf16; a CPU: emulated
     attention_dropout: bool = True
     attention_kernel: str = "auto"  # bench.models.sharnn.SingleHeadAttention.kernel
 
@@ -58,7 +58,7 @@ VARIANTS: dict[str, Variant] = {
     "fp16-lstm-only": Variant("float32, LSTMs float16 without loss scaling", {"precision": "float32"},
                               unscaled_float16_lstms=True),
     "bf16-fp32-lstm": Variant("bf16 autocast, LSTMs float32 (the policy for bfloat16 on CUDA)",
-                              {"precision": "bfloat16", "lstm_precision": "float32"}),
+                              {"precision": "bfloat16", "rnn_precision": "float32"}),
     "float16-scaled": Variant("float16 autocast with loss scaling (the policy's auto for LSTM models on CUDA)",
                               {"precision": "float16"}),
     "as-before-warmup800": Variant("gpu-as-before, warmup 800 (the paper's)", {**AS_BEFORE, "warmup_steps": 800},
@@ -72,7 +72,7 @@ VARIANTS: dict[str, Variant] = {
     "fp16-lstm-only-batch8x128": Variant("fp16-lstm-only, batch 8 x 128 characters",
                                          {"precision": "float32", **BATCH_8X128}, unscaled_float16_lstms=True),
     "bf16-fp32-lstm-batch8x128": Variant("bf16-fp32-lstm, batch 8 x 128 characters",
-                                         {"precision": "bfloat16", "lstm_precision": "float32", **BATCH_8X128}),
+                                         {"precision": "bfloat16", "rnn_precision": "float32", **BATCH_8X128}),
     "as-before-warmup800-batch8x128": Variant("as-before-batch8x128, warmup 800 (the paper's)",
                                               {**AS_BEFORE, **BATCH_8X128, "warmup_steps": 800},
                                               unscaled_float16_lstms=True),
@@ -138,7 +138,7 @@ def run_variant(name: str, out_root: Path, steps: int | None, minutes: float | N
     on_cuda = pick_device("auto").type == "cuda"
     settings = {**CELL, **(TINY if tiny else {}), **variant.settings}
     if variant.unscaled_float16_lstms and on_cuda:
-        settings["lstm_precision"] = "autocast"  # cuDNN's float16 LSTM under bf16 autocast, as PyTorch does it
+        settings["rnn_precision"] = "autocast"  # cuDNN's float16 LSTM under bf16 autocast, as PyTorch does it
     if threads:
         torch.set_num_threads(threads)
         settings["threads"] = threads

@@ -16,6 +16,7 @@ import torch
 from bench.engine.hardware.device import configure
 from bench.engine.score.inference import load_model
 from bench.engine.hardware.precision import plan_precision
+from bench.models.recurrent import has_rnn
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.engine.trainer import TrainingInterrupted
@@ -65,9 +66,9 @@ def test_no_lstm_runs_in_float16_under_bfloat16(data_dir, tmp_path, model):
     2026-11-23); precision=bfloat16 runs them in float32, and the result says so from what it observed."""
     result = train(spec(data_dir, tmp_path / "run", model, max_steps=2, precision="bfloat16"), show_progress=False)
     assert result.training.precision["observed"]["LSTM"]["outputs"] == ["float32"]
-    assert result.training.precision["ran"] == "bfloat16 autocast, LSTMs float32"
+    assert result.training.precision["ran"] == "bfloat16 autocast, RNNs float32"
     as_before = train(spec(data_dir, tmp_path / "before", model, max_steps=2, precision="bfloat16",
-                           lstm_precision="autocast"), show_progress=False)
+                           rnn_precision="autocast"), show_progress=False)
     assert as_before.training.precision["observed"]["LSTM"]["outputs"] == ["float16"]  # what the old study ran
 
 
@@ -176,7 +177,7 @@ def test_eval_hf_in_bf16_on_cuda_keeps_the_projection_in_float32(tmp_path, corpu
     ids = list(np.frombuffer(corpus_text.encode()[:3000], dtype=np.uint8))
     scorer = Scorer(PretrainedLM(model, 128), 0, EvalLayout(streams=4, chunk=64, window=128), torch.device("cuda"))
     exact = scorer.score(np.asarray(ids)).total_nll_nats
-    bf16 = plan_precision("bfloat16", "auto", torch.device("cuda"), model)
+    bf16 = plan_precision("bfloat16", "auto", torch.device("cuda"), has_rnn(model))
     mixed = dataclasses.replace(scorer, precision=bf16).score(np.asarray(ids)).total_nll_nats
     assert mixed == pytest.approx(exact, rel=1e-2)
 
@@ -244,7 +245,7 @@ def test_a_step_replayed_from_a_cuda_graph_computes_what_the_eager_step_does(mod
             net.compile_parts()
         cfg = TrainConfig(optimizer=optimizer, lr=3e-3, precision=precision, cuda_graphs=graphs)
         opt = build_optimizer(net.parameters(), cfg)
-        plan = plan_precision(precision, "auto", device, net)
+        plan = plan_precision(precision, "auto", device, has_rnn(net))
         step = make_step(TrainingStep(net, device, plan), net, opt, 0.25, graphs, device)
         data, state, losses = torch.Generator(device="cuda").manual_seed(1), None, []
         for i in range(12):
@@ -290,7 +291,7 @@ def _float16_steps(model: str, graphs: bool, steps: int = 14, overflow_at: int =
     net = build_model(model, {"vocab_size": 256, **sizes}).to(device)
     opt = build_optimizer(net.parameters(), TrainConfig(optimizer="lamb" if model == "sha-rnn" else "adamw",
                                                         lr=3e-3, cuda_graphs=graphs))
-    plan = plan_precision("float16", "auto", device, net)
+    plan = plan_precision("float16", "auto", device, has_rnn(net))
     scaler = plan.grad_scaler(device)
     forward = TrainingStep(net, device, plan)
     step = (GraphedStep(forward, net, opt, lambda loss: apply_gradients(net, opt, loss, 0.25, scaler), device)

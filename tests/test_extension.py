@@ -215,7 +215,7 @@ def test_the_gru_runs_in_float32_under_bfloat16_and_its_precision_is_recorded(ex
     root, _ = extended
     run = next(r for r in _runs(root) if r["model"] == "toy-gru")
     precision = json.loads((root / "results" / run["run_dir"] / "result.json").read_text())["training"]["precision"]
-    assert precision["ran"] == "bfloat16 autocast, LSTMs float32"
+    assert precision["ran"] == "bfloat16 autocast, RNNs float32"
     assert precision["observed"]["Linear"]["outputs"] == ["bfloat16"]  # autocast is on around it
     assert precision["observed"]["GRU"]["outputs"] == ["float32"]
 

@@ -10,6 +10,7 @@ import torch
 
 from bench.engine.hardware import precision as policy
 from bench.engine.hardware.precision import plan_precision
+from bench.models.recurrent import has_rnn
 from bench.engine.optim import Lamb
 from bench.engine.run import train
 from bench.engine.step import TrainingStep, apply_gradients
@@ -37,7 +38,7 @@ def _train_float16(kind: str, on_device: bool, steps: int = 100) -> dict:
     if not on_device:
         optimizer._step_supports_amp_scaling = False
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 20, growth_interval=3)
-    step = TrainingStep(model, cpu, plan_precision("float16", "auto", cpu, model))
+    step = TrainingStep(model, cpu, plan_precision("float16", "auto", cpu, has_rnn(model)))
     data, state, losses, skipped = torch.Generator().manual_seed(1), None, [], []
     for i in range(1, steps + 1):
         tokens = torch.randint(0, 64, (4, 17), generator=data)

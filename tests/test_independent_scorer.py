@@ -182,7 +182,7 @@ def test_a_runs_layout_slides_half_a_window_unless_told_and_never_more_than_the_
 
     transformer, lstm = model_of("transformer"), model_of("lstm")  # a window of 16; none
     assert run_layout(transformer, 3, 5) == EvalLayout(streams=3, chunk=8, window=16, precision="float32")
-    bf16 = Precision(torch.bfloat16, lstm_float32=False, loss_scaling=False)
+    bf16 = Precision(torch.bfloat16, rnn_float32=False, loss_scaling=False)
     assert run_layout(transformer, 3, 5, chunk=16, precision=bf16) == EvalLayout(3, 16, 16, "bfloat16 autocast")
     assert run_layout(lstm, 2, 5) == EvalLayout(streams=2, chunk=5, window=None, precision="float32")
     transformer.config = TransformerConfig(vocab_size=V, d_model=16, nlayers=2, nheads=2, context=2)

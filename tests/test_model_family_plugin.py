@@ -103,11 +103,12 @@ def test_a_family_whose_setting_is_a_training_setting_is_refused_where_its_setti
 
 def test_its_gru_is_a_cudnn_rnn_to_the_precision_policy_and_the_device(monkeypatch):
     from bench.engine.hardware.device import flatten_rnns
-    from bench.engine.hardware.precision import has_rnn, plan_precision
+    from bench.engine.hardware.precision import plan_precision
+    from bench.models.recurrent import has_rnn
 
     model = ToyGRU(ToyGRUConfig(vocab_size=8, width=4))
     assert has_rnn(model)
-    assert plan_precision("auto", "auto", torch.device("cuda"), model).name == "float16 autocast, loss scaling"
+    assert plan_precision("auto", "auto", torch.device("cuda"), has_rnn(model)).name == "float16 autocast, loss scaling"
     flattened = []
     monkeypatch.setattr(nn.GRU, "flatten_parameters", lambda module: flattened.append(module))
     flatten_rnns(model)

@@ -10,6 +10,7 @@ import torch
 
 from bench.engine.hardware import precision as policy
 from bench.engine.hardware.precision import DtypeWatch, plan_precision
+from bench.models.recurrent import follow_rnn_rule, has_rnn
 from bench.engine.run import train
 from bench.engine.spec import RunSpec
 from bench.errors import BenchError
@@ -44,27 +45,27 @@ def lstm_model():
 
 def test_the_policy_decides_per_device_and_model_family(cpu_without_low_precision_lstms):
     transformer = TransformerLM(TransformerConfig(vocab_size=32, d_model=8, nlayers=1, nheads=2, context=8))
-    assert plan_precision("auto", "auto", CPU, lstm_model()).name == "float32"
-    assert plan_precision("auto", "auto", CUDA, lstm_model()).name == "float16 autocast, loss scaling"
-    assert plan_precision("auto", "auto", CUDA, transformer).name == "bfloat16 autocast"
+    assert plan_precision("auto", "auto", CPU, True).name == "float32"
+    assert plan_precision("auto", "auto", CUDA, True).name == "float16 autocast, loss scaling"
+    assert plan_precision("auto", "auto", CUDA, has_rnn(transformer)).name == "bfloat16 autocast"
     # bf16 on CUDA: LSTMs leave autocast (cuDNN's wrapper would run them in float16 without scaling)
-    assert plan_precision("bfloat16", "auto", CUDA, lstm_model()).lstm_float32
-    assert plan_precision("bfloat16", "auto", CPU, lstm_model()).lstm_float32  # no bf16 LSTM on this CPU
-    assert plan_precision("float16", "auto", CPU, lstm_model()).name == "float16 autocast, LSTMs float32, loss scaling"
-    assert not plan_precision("bfloat16", "autocast", CUDA, lstm_model()).lstm_float32  # to reproduce a run made so
-    with pytest.raises(BenchError, match="cannot run LSTMs in bfloat16.*lstm_precision=auto"):
-        plan_precision("bfloat16", "autocast", CPU, lstm_model())
+    assert plan_precision("bfloat16", "auto", CUDA, True).rnn_float32
+    assert plan_precision("bfloat16", "auto", CPU, True).rnn_float32  # no bf16 LSTM on this CPU
+    assert plan_precision("float16", "auto", CPU, True).name == "float16 autocast, RNNs float32, loss scaling"
+    assert not plan_precision("bfloat16", "autocast", CUDA, True).rnn_float32  # to reproduce a run made so
+    with pytest.raises(BenchError, match=r"cannot run recurrent layers \(LSTMs\) in bfloat16.*rnn_precision=auto"):
+        plan_precision("bfloat16", "autocast", CPU, True)
 
 
 def test_a_cpu_that_runs_bf16_lstms_runs_them_in_bf16(monkeypatch):
     monkeypatch.setattr(policy, "cpu_lstm_runs_in", lambda dtype: dtype == torch.bfloat16)
-    assert not plan_precision("bfloat16", "auto", CPU, lstm_model()).lstm_float32
-    assert plan_precision("bfloat16", "float32", CPU, lstm_model()).lstm_float32
+    assert not plan_precision("bfloat16", "auto", CPU, True).rnn_float32
+    assert plan_precision("bfloat16", "float32", CPU, True).rnn_float32
 
 
 def test_an_lstm_under_the_policy_runs_in_float32_and_the_watch_sees_it(cpu_without_low_precision_lstms):
-    model = lstm_model()
-    plan = plan_precision("bfloat16", "auto", CPU, model)
+    model = follow_rnn_rule(lstm_model())  # as bench.models.build_model builds every model
+    plan = plan_precision("bfloat16", "auto", CPU, has_rnn(model))
     watch = DtypeWatch(model)
     with plan.active(CPU):
         hidden, _ = model(torch.randint(0, 32, (2, 5)))
@@ -87,7 +88,8 @@ def test_every_recurrent_module_follows_the_plan_as_it_is_used_packed_copied_or_
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), family(8, 8, batch_first=True))
     plain = copy.deepcopy(model)
-    plan = plan_precision("bfloat16", "float32", CPU, model)
+    follow_rnn_rule(model)
+    plan = plan_precision("bfloat16", "float32", CPU, has_rnn(model))
     rnn, x = model[1], torch.randn(2, 5, 8)
     assert type(rnn).__name__ == family.__name__ and list(rnn.state_dict()) == list(plain[1].state_dict())
     assert torch.equal(rnn(x)[0], plain[1](x)[0])
@@ -103,8 +105,8 @@ def test_every_recurrent_module_follows_the_plan_as_it_is_used_packed_copied_or_
 
 def test_a_bfloat16_lstm_setting_this_cpu_cannot_run_is_refused_before_any_folder(
         data_dir, tmp_path, cpu_without_low_precision_lstms):
-    with pytest.raises(BenchError, match="cannot run LSTMs in bfloat16"):
-        train(spec(data_dir, tmp_path / "run", precision="bfloat16", lstm_precision="autocast"), show_progress=False)
+    with pytest.raises(BenchError, match=r"cannot run recurrent layers \(LSTMs\) in bfloat16"):
+        train(spec(data_dir, tmp_path / "run", precision="bfloat16", rnn_precision="autocast"), show_progress=False)
     assert not (tmp_path / "run").exists()
 
 
@@ -208,3 +210,17 @@ def test_probing_the_cpu_leaves_the_global_generator_as_it_was(dtype):
     after_probe = torch.rand(4)
     torch.manual_seed(0)
     assert torch.equal(after_probe, torch.rand(4))
+
+
+def test_a_model_follows_the_rule_from_where_it_is_built_and_the_plan_decides_only():
+    """The rule is given to recurrent layers once, by bench.models.build_model; plan_precision takes no model."""
+    import inspect
+
+    from bench.models import build_model
+
+    built = build_model("lstm", {"vocab_size": 32, "emsize": 8, "nhid": 8, "nlayers": 1})
+    [rnn] = [m for m in built.modules() if isinstance(m, torch.nn.RNNBase)]
+    assert type(rnn) is not torch.nn.LSTM and type(rnn).__name__ == "LSTM"  # the subclass that follows the rule
+    [plain] = [m for m in lstm_model().modules() if isinstance(m, torch.nn.RNNBase)]
+    assert type(plain) is torch.nn.LSTM
+    assert "model" not in inspect.signature(plan_precision).parameters

@@ -37,13 +37,26 @@ def test_run_ids_do_not_change_without_a_reason(model, overrides, run_id, bptt):
     assert config.run_id() == run_id
 
 
-@pytest.mark.parametrize("name,other", [("lstm_precision", "float32"), ("stop_if_not_learning", False),
+@pytest.mark.parametrize("name,other", [("rnn_precision", "float32"), ("stop_if_not_learning", False),
                                         ("not_learning_after", 0.5), ("layer_overlap", 4)])
 def test_a_setting_added_later_enters_the_run_id_only_when_set_to_another_value(name, other):
     from bench.engine.resolve import ADDED_LATER
 
     assert name in ADDED_LATER  # at its default it is left out of the hash: the ids pinned above are kept
     assert resolved(**{name: other}).run_id() != resolved().run_id()
+
+
+def test_a_renamed_setting_is_read_under_its_former_name_and_keeps_the_run_ids_recorded_with_it():
+    """rnn_precision was lstm_precision: --set, configs and recorded runs may say either; a run recorded under the
+    former name (pinned: its id at the commit before the rename) keeps its id, and both at once are refused."""
+    former, current = resolved(lstm_precision="float32"), resolved(rnn_precision="float32")
+    assert former.train.rnn_precision == current.train.rnn_precision == "float32"
+    assert former.run_id() == current.run_id() == "19e940b03b3374d5"
+    recorded = current.to_json()
+    recorded["train"]["lstm_precision"] = recorded["train"].pop("rnn_precision")  # as runs before it wrote it
+    assert ResolvedRun.from_json(recorded).run_id() == current.run_id()
+    with pytest.raises(BenchError, match="lstm_precision is the former name of rnn_precision; set rnn_precision only"):
+        resolved(lstm_precision="float32", rnn_precision="auto")
 
 
 @pytest.mark.parametrize("impl", ["foreach", "loop"])

@@ -336,6 +336,7 @@ def test_cli_train_eval_sample(data_dir, tmp_path, cli):
 def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, monkeypatch):
     from bench.engine.score.evaluation import Scorer, run_layout
     from bench.engine.hardware.precision import plan_precision
+    from bench.models.recurrent import has_rnn
     from bench.models.sharnn import SHARNN
 
     result = train(spec(data_dir, tmp_path / "run", max_steps=3), show_progress=False)
@@ -344,7 +345,7 @@ def test_evaluation_projects_to_the_vocabulary_in_float32(data_dir, tmp_path, mo
     original = SHARNN.logits
     monkeypatch.setattr(SHARNN, "logits", lambda self, hidden: seen.append(hidden.dtype) or original(self, hidden))
     ids = np.frombuffer((data_dir / "toy" / "test.txt").read_bytes()[:2000], dtype=np.uint8)
-    plan = plan_precision("bfloat16", "auto", torch.device("cpu"), model)  # on any CPU: LSTMs in float32 without bf16
+    plan = plan_precision("bfloat16", "auto", torch.device("cpu"), has_rnn(model))  # on any CPU: LSTMs in float32 without bf16
     layout = run_layout(model, 4, 16, 32, plan)
     bf16 = Scorer(model, 256, layout, torch.device("cpu"), plan).score(ids)
     full = Scorer(model, 256, run_layout(model, 4, 16, 32), torch.device("cpu")).score(ids)

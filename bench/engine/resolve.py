@@ -19,7 +19,7 @@ from typing import Any
 
 from bench.data.facts import DataFacts
 from bench.engine.budget import Budget, epoch_tokens, mean_step_tokens
-from bench.engine.spec import RunSpec, TrainConfig, allowed_keys
+from bench.engine.spec import RunSpec, TrainConfig, allowed_keys, current_names, recorded_names
 from bench.errors import BenchError
 from tokenizers_study import read_scheme
 
@@ -27,7 +27,7 @@ from tokenizers_study import read_scheme
 MOST_STEPS = 10_000_000  # more steps than any study of this toolkit needs: a budget beyond is a typo
 # Settings (training or a model's) added after run ids were first published: in the run id only when set to another
 # value than their default, so that a run planned before keeps its id.
-ADDED_LATER = ("lstm_precision", "stop_if_not_learning", "not_learning_after", "layer_overlap")
+ADDED_LATER = ("rnn_precision", "stop_if_not_learning", "not_learning_after", "layer_overlap")
 # Where and how a run executes or shows its curves, not what it computes (the same numbers up to rounding): never in
 # the run id.
 EXECUTION = ("device", "threads", "lamb_impl", "cuda_graphs", "log_to")
@@ -76,8 +76,8 @@ class ResolvedRun:
 
     def _hash(self) -> str:
         spec = {k: v for k, v in self.spec.to_json().items() if k not in ("out_dir", "data_dir")}
-        spec["overrides"] = {k: v for k, v in spec["overrides"].items()
-                             if k not in (*EXECUTION, "init_from")}
+        spec["overrides"] = recorded_names({k: v for k, v in current_names(spec["overrides"]).items()
+                                            if k not in (*EXECUTION, "init_from")})
         scheme, family = read_scheme(spec["tokenizer"])
         if family is not None and family.pretrained:  # a pretrained tokenizer is its file, whose sha256 is in the
             spec["tokenizer"] = scheme.family  # data's identity: the path that names it is not
@@ -91,7 +91,7 @@ class ResolvedRun:
         if train["init_from"]:  # a run folder's name carries its run id, a checkpoint's its folder's: not the location
             start = Path(train["init_from"])
             train["init_from"] = "/".join(start.parts[-2:]) if start.suffix == ".pt" else start.name
-        content = {"spec": spec, "model": model, "train": train, "data": self.data.identity()}
+        content = {"spec": spec, "model": model, "train": recorded_names(train), "data": self.data.identity()}
         blob = json.dumps(content, sort_keys=True).encode()  # JSON values only, as spec.json holds them
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -116,7 +116,7 @@ class ResolvedRun:
         from bench.models import make_config
 
         spec = RunSpec.from_json(data["spec"])
-        config = cls(spec, make_config(spec.model, data["model"]), TrainConfig(**data["train"]),
+        config = cls(spec, make_config(spec.model, data["model"]), TrainConfig(**current_names(data["train"])),
                      DataFacts.from_json(data["data"]))
         if data.get("run_id") != config.run_id():
             raise BenchError(f"run configuration {data.get('run_id')} does not hash to its run id "
@@ -216,10 +216,11 @@ def _check_runtime(train: TrainConfig, net) -> None:
     from bench.engine.hardware.cuda_graphs import check_cuda_graphs
     from bench.engine.curves import check_log_to
     from bench.engine.hardware.device import check_threads
-    from bench.engine.hardware.precision import check_precision, has_rnn
+    from bench.engine.hardware.precision import check_precision
+    from bench.models.recurrent import has_rnn
 
     check_threads(train.threads, "threads")
-    check_precision(train.precision, train.lstm_precision, train.device)
+    check_precision(train.precision, train.rnn_precision, train.device)
     check_cuda_graphs(train, has_rnn(net))
     check_log_to(train.log_to)
     if train.schedule == "constant" and train.min_lr_ratio > 0:

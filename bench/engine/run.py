@@ -218,7 +218,7 @@ def build_result(trainer: Trainer, metrics: dict[str, SplitMetrics], layout: Eva
             best_valid_bits_per_char_during_training=p.best_valid_bpc, flops=p.tokens * trainer.flops_per_token,
             startup_seconds=trainer.startup_seconds, threads=p.threads,
             compile_seconds=trainer.step.seconds if resolved.train.compile else None,
-            precision={"setting": resolved.train.precision, "lstm_setting": resolved.train.lstm_precision,
+            precision={"setting": resolved.train.precision, "rnn_setting": resolved.train.rnn_precision,
                        "ran": trainer.precision.name, "observed": p.observed_dtypes,
                        "loss_scale": trainer.scaler.get_scale() if trainer.scaler is not None else None,
                        "skipped_steps": p.skipped_steps},

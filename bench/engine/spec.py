@@ -89,9 +89,10 @@ class TrainConfig:
     precision: Literal["auto", "float32", "bfloat16", "float16"] = runtime(
         "auto", "float16: with loss scaling; auto: float32 on a CPU, on CUDA float16 for models with LSTMs, else "
                 "bfloat16 (bench.engine.hardware.precision)")
-    lstm_precision: Literal["auto", "float32", "autocast"] = runtime(
-        "auto", "LSTMs under bf16/fp16: auto (the policy: never float16 unscaled), float32, or autocast (as PyTorch "
-                "decides: float16 on cuDNN even under bf16, unscaled)")
+    rnn_precision: Literal["auto", "float32", "autocast"] = runtime(
+        "auto", "recurrent layers (LSTM, GRU, RNN) under bf16/fp16: auto (the policy: never float16 unscaled), "
+                "float32, or autocast (as PyTorch decides: float16 on cuDNN even under bf16, unscaled); "
+                "lstm_precision, its former name, is read as it")
     compile: bool = runtime(False, "torch.compile the parts each model names (LanguageModel.compile_parts)")
     lamb_impl: Literal["auto", "foreach", "loop"] = runtime(
         "auto", "LAMB only: foreach (torch._foreach_* over all tensors, no host synchronisation), loop (one parameter "
@@ -212,10 +213,34 @@ def allowed_keys(model: str) -> tuple[list[str], list[str]]:
     return model_keys, train_keys
 
 
+# Settings renamed since runs were first recorded, former name -> name: the former is read as the name wherever
+# settings are read (--set, a matrix config, a recorded spec or resolved run), and a run's id is computed under the
+# former name, so that every run recorded before keeps its id.
+RENAMED = {"lstm_precision": "rnn_precision"}
+
+
+def current_names(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (settings by name) with former names read as today's; both at once is refused."""
+    out = dict(values)
+    for former, name in RENAMED.items():
+        if former in out:
+            if name in out:
+                raise BenchError(f"{former} is the former name of {name}; set {name} only")
+            out[name] = out.pop(former)
+    return out
+
+
+def recorded_names(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` under the names runs were first recorded with: what a run id hashes."""
+    former = {name: old for old, name in RENAMED.items()}
+    return {former.get(key, key): value for key, value in values.items()}
+
+
 def parse_overrides(model: str, pairs: dict[str, Any]) -> dict[str, Any]:
     """Check keys against the model's and the training config's fields and convert values."""
     from bench.models import config_class
 
+    pairs = current_names(pairs)
     model_keys, train_keys = allowed_keys(model)
     declared = {f.name: (f, cls) for cls in (TrainConfig, config_class(model)) for f in fields(cls)}
     out = {}

@@ -38,6 +38,7 @@ from bench.engine.hardware.device import configure, describe, pick_device, use_t
 from bench.engine.hardware.memory import check_memory
 from bench.engine.optim import build_optimizer, implementation
 from bench.engine.hardware.precision import Precision, plan_precision
+from bench.models.recurrent import has_rnn
 from bench.engine.resolve import ResolvedRun, resolve
 from bench.engine.score.evaluation import EvalLayout, chunk_nll, run_layout
 from bench.engine.spec import RunSpec, validate_spec
@@ -103,7 +104,7 @@ def measure_speed(spec: RunSpec, facts: DataFacts, steps: int = 20, warmup: int 
         torch.cuda.reset_peak_memory_stats(device)
     torch.manual_seed(0)
     model = build_training_model(resolved, device)
-    precision = plan_precision(cfg.precision, cfg.lstm_precision, device, model)
+    precision = plan_precision(cfg.precision, cfg.rnn_precision, device, has_rnn(model))
     layouts = [run_layout(model, streams, cfg.bptt, cfg.eval_chunk, precision) for streams in eval_streams]
     _check_eval_memory(resolved, model, layouts)
     optimizer = build_optimizer(model.parameters(), cfg)

@@ -30,6 +30,7 @@ from bench.engine.corpus import PreparedCorpus, next_segment_length, train_rows
 from bench.engine.learning import TrainingNotLearning, ZeroGradients, not_learning_message, stalled_at_floor
 from bench.engine.optim import build_optimizer, lr_factor
 from bench.engine.hardware.precision import DtypeWatch, plan_precision
+from bench.models.recurrent import has_rnn
 from bench.engine.progress import Progress, SignalGuard
 from bench.engine.resume import resume_training, save_training
 from bench.engine.run_log import RunLog
@@ -78,7 +79,8 @@ class Trainer:
         random.seed(seed)
         self.jitter = np.random.default_rng(seed)  # the same segment lengths in every process
         self.model = build_training_model(resolved, self.device)
-        self.precision = plan_precision(self.recipe.precision, self.recipe.lstm_precision, self.device, self.model)
+        self.precision = plan_precision(self.recipe.precision, self.recipe.rnn_precision, self.device,
+                                        has_rnn(self.model))
         self.scaler = self.precision.grad_scaler(self.device)
         self.zero_gradients = ZeroGradients(self.model, self.device)
         self.optimizer = build_optimizer(self.model.parameters(), self.recipe)

@@ -14,6 +14,7 @@ from bench.errors import BenchError
 from bench.models.common import LanguageModel
 from bench.models.lstm import LSTMLM
 from bench.models.pretrained import PretrainedLM
+from bench.models.recurrent import follow_rnn_rule
 from bench.models.sharnn import SHARNN
 from bench.models.transformer import TransformerLM
 from tokenizers_study.named_registry import Registry
@@ -61,7 +62,7 @@ def make_config(name: str, values: dict):
 def build_model(name: str, config) -> LanguageModel:
     if isinstance(config, dict):
         config = make_config(name, config)
-    return MODELS[name](config)
+    return follow_rnn_rule(MODELS[name](config))  # once, here: the precision plan's rule for recurrent layers
 
 
 __all__ = ["MODELS", "LanguageModel", "asdict", "build_model", "config_class", "family_kind", "make_config"]

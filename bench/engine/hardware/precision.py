@@ -13,14 +13,16 @@ float16     fp16 autocast and a loss scaler; LSTMs in  fp16 autocast and a loss 
 auto        float32                                    float16 for a model with LSTMs, else bfloat16
 ==========  =========================================  ==================================================
 
-"LSTMs" is every recurrent module of the model (any ``nn.RNNBase``: LSTM, GRU, RNN), whatever family holds it:
-:func:`plan_precision` wraps each one's forward, so that inside :meth:`Precision.active` with ``lstm_float32`` it
-runs in float32 outside autocast; no family has to call a helper for it.
+"LSTMs" is every recurrent layer of the model (any ``nn.RNNBase``: LSTM, GRU, RNN; "RNNs" in what a run records),
+whatever family holds it. :func:`plan_precision` is a pure function of the settings, the device and whether the
+model has recurrent layers: it touches no model. Each recurrent layer was made to follow the plan's rule once,
+where the model was built (bench.models.recurrent), so that inside :meth:`Precision.active` with ``rnn_float32``
+it runs in float32 outside autocast; no family has to call a helper for it.
 
 Why LSTMs are treated apart: PyTorch's autocast wrapper of cuDNN's RNNs casts them to float16 whatever dtype
 autocast was given, so under bf16 autocast an LSTM would run in float16 without the loss scaling float16 needs;
 and oneDNN runs bf16 or fp16 LSTMs only on CPUs with the instructions for them (AVX-512 BF16, AVX-512 FP16), a
-traceback elsewhere. ``lstm_precision=autocast`` lets autocast decide anyway (to reproduce a run made so);
+traceback elsewhere. ``rnn_precision=autocast`` lets autocast decide anyway (to reproduce a run made so);
 ``float32`` runs LSTMs in float32 under any mode. What ran is observed, not assumed: :class:`DtypeWatch` records
 the dtypes at each module family's inputs, weights and outputs during a step.
 """
@@ -28,48 +30,44 @@ the dtypes at each module family's inputs, weights and outputs during a step.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-from torch.nn.utils.rnn import PackedSequence
-
 from bench.errors import BenchError
+from bench.models.recurrent import rnns_in_float32
 
 DTYPES = {"float32": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(frozen=True)
 class Precision:
-    """What a run runs in: ``autocast`` (None: float32), whether LSTMs leave it for float32, loss scaling."""
+    """What a run runs in: ``autocast`` (None: float32), whether the recurrent layers leave it for float32, loss
+    scaling."""
 
     autocast: torch.dtype | None
-    lstm_float32: bool
+    rnn_float32: bool
     loss_scaling: bool
 
     @property
     def name(self) -> str:
-        """As results and evaluation layouts record it, e.g. "bfloat16 autocast, LSTMs float32"."""
+        """As results and evaluation layouts record it, e.g. "bfloat16 autocast, RNNs float32" (results written
+        before recurrent layers other than LSTMs were named say "LSTMs float32", the same plan)."""
         if self.autocast is None:
             return "float32"
         text = f"{dtype_name(self.autocast)} autocast"
-        text += ", LSTMs float32" if self.lstm_float32 else ""
+        text += ", RNNs float32" if self.rnn_float32 else ""
         return text + (", loss scaling" if self.loss_scaling else "")
 
     @contextlib.contextmanager
     def active(self, device: torch.device):
-        """Autocast as planned, with the LSTMs' own rule."""
+        """Autocast as planned, with the recurrent layers' own rule."""
         if self.autocast is None:
             yield
             return
-        token = _RNNS_IN_FLOAT32.set(self.lstm_float32)
-        try:
-            with torch.autocast(device_type=device.type, dtype=self.autocast):
-                yield
-        finally:
-            _RNNS_IN_FLOAT32.reset(token)
+        with rnns_in_float32(self.rnn_float32), torch.autocast(device_type=device.type, dtype=self.autocast):
+            yield
 
     def grad_scaler(self, device: torch.device) -> torch.amp.GradScaler | None:
         return torch.amp.GradScaler(device.type) if self.loss_scaling else None
@@ -83,11 +81,6 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def has_rnn(model: nn.Module) -> bool:
-    """Whether ``model`` has modules the policy treats apart: any recurrent module (``nn.RNNBase``)."""
-    return any(isinstance(m, nn.RNNBase) for m in model.modules())
-
-
 def auto_precision(device_type: str, with_rnn: bool) -> str:
     """What ``precision = auto`` means, decided here only: float32 off CUDA; on CUDA float16 for a model with
     recurrent modules (cuDNN's float16 RNNs, the reference's recipe), else bfloat16."""
@@ -96,73 +89,34 @@ def auto_precision(device_type: str, with_rnn: bool) -> str:
     return "float16" if with_rnn else "bfloat16"
 
 
-def plan_precision(setting: str, lstm_setting: str, device: torch.device, model: nn.Module) -> Precision:
-    """The precision a run on ``device`` runs in (see the module's table); refuses what cannot run here. Every
-    recurrent module of ``model`` is made to follow the plan's rule for them (:func:`follow_rnn_rule`)."""
-    follow_rnn_rule(model)
+def plan_precision(setting: str, rnn_setting: str, device: torch.device, with_rnn: bool) -> Precision:
+    """The precision a run on ``device`` runs in (see the module's table), for a model with recurrent layers or
+    without (``has_rnn(model)``); refuses what cannot run here. Decides only: it touches no model."""
     if setting == "auto":
-        setting = auto_precision(device.type, has_rnn(model))
+        setting = auto_precision(device.type, with_rnn)
     dtype = DTYPES[setting]
     if dtype is None:
         return FLOAT32
     native = (device.type == "cuda" and dtype == torch.float16) or (device.type == "cpu" and cpu_lstm_runs_in(dtype))
-    if lstm_setting == "autocast" and has_rnn(model) and device.type == "cpu" and not native:
-        raise BenchError(f"this CPU cannot run LSTMs in {setting} (oneDNN needs AVX-512 "
-                         f"{'BF16' if dtype == torch.bfloat16 else 'FP16'}); set lstm_precision=auto (float32 LSTMs)")
-    lstm_float32 = has_rnn(model) and (lstm_setting == "float32" or (lstm_setting == "auto" and not native))
-    return Precision(dtype, lstm_float32, dtype == torch.float16)
+    if rnn_setting == "autocast" and with_rnn and device.type == "cpu" and not native:
+        raise BenchError(f"this CPU cannot run recurrent layers (LSTMs) in {setting} (oneDNN needs AVX-512 "
+                         f"{'BF16' if dtype == torch.bfloat16 else 'FP16'}); set rnn_precision=auto (float32 recurrent "
+                         f"layers)")
+    rnn_float32 = with_rnn and (rnn_setting == "float32" or (rnn_setting == "auto" and not native))
+    return Precision(dtype, rnn_float32, dtype == torch.float16)
 
 
-def check_precision(setting: str, lstm_setting: str, device_name: str) -> None:
+def check_precision(setting: str, rnn_setting: str, device_name: str) -> None:
     """At resolution (before any folder is made): refuse a precision this machine cannot run, where the device is
     this machine's CPU."""
     from bench.engine.hardware.device import device_here
 
-    if lstm_setting != "autocast" or setting in ("auto", "float32"):
+    if rnn_setting != "autocast" or setting in ("auto", "float32"):
         return
     device = device_here(device_name)
     if device is None:
         return  # another machine's device: checked where the run executes
-    plan_precision(setting, lstm_setting, device, nn.LSTM(1, 1))
-
-
-# Set by Precision.active: the recurrent modules leave autocast and run in float32.
-_RNNS_IN_FLOAT32: contextvars.ContextVar[bool] = contextvars.ContextVar("rnns_in_float32", default=False)
-
-
-def follow_rnn_rule(model: nn.Module) -> None:
-    """Make every recurrent module of ``model`` follow the plan's rule (once): its class becomes the subclass
-    :func:`_following` makes of it, whose forward, inside an active plan with ``lstm_float32`` and under autocast,
-    runs in float32 with autocast off (its input and state cast up; its weights are float32 parameters). Its name,
-    state_dict and copies are unchanged; outside such a plan it runs exactly as before."""
-    for rnn in model.modules():
-        if isinstance(rnn, nn.RNNBase) and type(rnn) not in _FOLLOWING.values():
-            rnn.__class__ = _following(type(rnn))
-
-
-_FOLLOWING: dict[type, type] = {}  # a recurrent module class -> its subclass that follows the plan's rule
-
-
-def _following(cls: type) -> type:
-    if cls not in _FOLLOWING:
-        def forward(self, input, hx=None):
-            data = input.data if isinstance(input, PackedSequence) else input
-            device = data.device.type
-            if not (_RNNS_IN_FLOAT32.get() and torch.is_autocast_enabled(device)):
-                return cls.forward(self, input, hx)
-            with torch.autocast(device, enabled=False):
-                return cls.forward(self, input.float(), _float(hx))
-
-        _FOLLOWING[cls] = type(cls.__name__, (cls,), {"forward": forward, "__doc__": cls.__doc__})
-    return _FOLLOWING[cls]
-
-
-def _float(state):
-    if state is None:
-        return None
-    if isinstance(state, torch.Tensor):
-        return state.float()
-    return type(state)(_float(s) for s in state)
+    plan_precision(setting, rnn_setting, device, with_rnn=True)
 
 
 @functools.cache

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from bench.data.store import SplitData
 from bench.engine.score.evaluation import EvalLayout, Scorer, check_streams
 from bench.engine.hardware.precision import plan_precision
+from bench.models.recurrent import follow_rnn_rule, has_rnn
 from bench.engine.result import RunResult, SplitMetrics
 from bench.errors import BenchError
 from bench.fileio import sha256_bytes, sha256_file, write_json_atomic
@@ -255,7 +256,7 @@ def evaluate_pretrained(settings: HFEvalSettings, identity: PretrainedIdentity |
     start = start_token(model, tokenizer)
     check_ids(ids, start, model, settings.split)
     check_streams(settings.streams, len(ids), settings.split)
-    precision = plan_precision(settings.precision, "auto", device, model)
+    precision = plan_precision(settings.precision, "auto", device, has_rnn(follow_rnn_rule(model)))
     lm = PretrainedLM(model, window)
     scorer = Scorer(lm, start, EvalLayout(settings.streams, stride, window, precision.name), device, precision)
     lossless = tokenizer.decode(ids, clean_up_tokenization_spaces=False) == text

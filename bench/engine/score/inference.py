@@ -20,8 +20,9 @@ from bench.engine.hardware.device import configure, describe, device_here, flatt
 from bench.engine.score.evaluation import Scorer, check_streams, run_layout
 from bench.engine.fields import readable_type
 from bench.engine.hardware.precision import Precision, plan_precision
+from bench.models.recurrent import has_rnn
 from bench.engine.result import CheckpointEvaluation, SplitProvenance
-from bench.engine.spec import RunSpec, TrainConfig
+from bench.engine.spec import RunSpec, TrainConfig, current_names
 from bench.errors import USER_ERRORS, BenchError
 from bench.fileio import atomic_path
 from bench.ownership import claim_output_file, owner_of
@@ -56,8 +57,8 @@ def load_model(path: str | Path, device: str = "auto") -> Loaded:
     configure(dev)
     model.to(dev).eval()
     flatten_rnns(model)
-    return Loaded(model, tokenizer, spec, train, dev, plan_precision(train.precision, train.lstm_precision, dev, model),
-                  payload)
+    precision = plan_precision(train.precision, train.rnn_precision, dev, has_rnn(model))
+    return Loaded(model, tokenizer, spec, train, dev, precision, payload)
 
 
 def _recorded_run(payload: dict, path: Path) -> tuple[RunSpec, TrainConfig, LanguageModel, Tokenizer]:
@@ -71,7 +72,7 @@ def _recorded_run(payload: dict, path: Path) -> tuple[RunSpec, TrainConfig, Lang
         spec = RunSpec.from_json(_typed(RunSpec, resolved["spec"]))
         family = config_class(spec.model)
         part = "train config"
-        train = TrainConfig(**_typed(TrainConfig, resolved["train"]))
+        train = TrainConfig(**_typed(TrainConfig, current_names(resolved["train"])))
         part = "model config"
         model = build_model(spec.model, make_config(spec.model, _typed(family, resolved["model"])))
         part = "tokenizer"
