@@ -232,8 +232,11 @@ def test_what_lm_eval_passes_every_model_is_taken(byte_run, no_accelerator, caps
     ({"device": "cpu"}, {"device": "cuda"}, "two devices asked for: device=cpu in model_args and cuda"),
     ({"device": "cpu", "batch_size": 8}, {}, "model_args batch_size: the bench model takes only run="),
     ({"run": None}, {}, "model_args gives no run: give --model_args run=RUN_FOLDER"),
-], ids=["absent device in model_args", "absent device to lm-eval", "two devices", "unknown key", "no run"])
+    ({"plugins": "no_such_toy_module"}, {}, "model_args plugins no_such_toy_module: no module of that name"),
+], ids=["absent device in model_args", "absent device to lm-eval", "two devices", "unknown key", "no run",
+        "plug-in"])
 def test_model_args_are_checked(byte_run, no_accelerator, model_args, config, fragment):
+    """A plug-in named by model_args is imported before the run is loaded: one that cannot be is refused."""
     with pytest.raises(BenchError, match="^[^\n]*$") as refused:
         BenchLM.create_from_arg_obj({"run": str(byte_run), **model_args}, config)
     assert fragment in str(refused.value)

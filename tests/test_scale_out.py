@@ -145,3 +145,32 @@ def test_a_failed_cluster_job_is_recorded_with_the_error_it_raised():
                              "  - /tmp/x_0_log.err\n  - /tmp/x_0_log.out")
     assert job_error(wrapped) == "ValueError: bptt must be at least 2"
     assert job_error(RuntimeError("Job got killed for an unknown reason.")) == "Job got killed for an unknown reason."
+
+
+@pytest.mark.slow
+def test_a_cluster_job_imports_the_plugins_its_matrix_knew(data_dir, tmp_path):
+    """A scheme from a plug-in file (not importable by name) trains in a cluster job: the job imports what the
+    matrix's process had imported; a job not handed it fails the run."""
+    from bench import plugins
+    from tests.conftest import REPO
+    from tokenizers_study import FAMILIES
+
+    config = tmp_path / "toy.toml"
+    config.write_text(TOY.replace('tokenizer = ["byte"]', 'tokenizer = ["nibble"]').replace("60_000", "1_000"))
+    try:
+        plugins.load_plugin(str(REPO / "examples" / "plugin" / "bench_toy_plugin" / "nibble.py"))
+        outcome = run_matrix(config, tmp_path / "cluster", dry_run=True, data_dir=data_dir)
+        handed = plugins.for_other_processes(cluster=True)
+        (tmp_path / "cluster").mkdir()
+        for given, status in ((handed, "done"), ([], "failed")):
+            jobs = submit(outcome.chains, tmp_path / "cluster", "toy", ClusterSettings(gpus_per_run=0), given,
+                          executor="local")
+            [(_, records)] = list(wait_for(jobs, outcome.chains))
+            assert records[0].status == status, records
+            if status == "failed":
+                assert "unknown tokenization scheme 'nibble'" in records[0].error
+            (outcome.chains[0][0].run_dir / "result.json").unlink(missing_ok=True)
+    finally:
+        FAMILIES.pop("nibble", None)
+        sys.modules.pop("nibble", None)
+        plugins._LOADED.pop("nibble", None)
