@@ -4,6 +4,7 @@ marker, and is listed by `bench models list` and `bench config fields`; a family
 setting is refused."""
 
 import json
+import re
 from dataclasses import dataclass
 
 import matplotlib.axes
@@ -128,3 +129,24 @@ def test_a_family_without_a_marker_of_its_own_is_refused():
     with pytest.raises(BenchError, match=r"^model 'unmarked': Unmarked declares no marker"):
         MODELS.register("unmarked", Unmarked)
     assert "diamond" not in MODELS and "unmarked" not in MODELS
+
+
+@dataclass
+class NoVocabulary:
+    width: int = 4
+
+
+@pytest.mark.parametrize("change, said", [
+    ({"forward": LanguageModel.forward}, "does not implement forward; every family implements forward(tokens, state)"),
+    ({"flops_per_token": LanguageModel.flops_per_token}, "does not implement flops_per_token"),
+    ({"config_class": dict}, "has a config_class, <class 'dict'>, that is not a dataclass"),
+    ({"config_class": NoVocabulary}, "has a config_class, NoVocabulary, without a vocab_size field"),
+    ({"window_setting": "context"}, "names window_setting 'context', which is no field of ToyGRUConfig"),
+], ids=["forward", "flops", "not a dataclass", "no vocab_size", "window"])
+def test_a_family_that_breaks_its_contract_is_refused_at_registration_in_one_line(change, said):
+    broken = type("Broken", (ToyGRU,), {"marker": "X", **change})
+    with pytest.raises(BenchError, match=f"^model 'broken': Broken {re.escape(said)}") as refused:
+        MODELS.register("broken", broken)
+    assert "\n" not in str(refused.value) and "broken" not in MODELS
+    with pytest.raises(BenchError, match="is not a subclass of bench.models.common.LanguageModel"):
+        MODELS.register("broken", object)

@@ -8,6 +8,7 @@ package (docs/extending.md).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict
 
 from bench.errors import BenchError
@@ -26,15 +27,37 @@ class ModelRegistry(Registry[type[LanguageModel]]):
     def register(self, name: str, family: type[LanguageModel]) -> type[LanguageModel]:
         if dict.__contains__(self, name):
             return super().register(name, family)  # refused: a name taken is said first
-        if missing := [trait for trait in ("config_class", "marker") if not hasattr(family, trait)]:
-            raise BenchError(f"model {name!r}: {family.__name__} declares no {' and no '.join(missing)}; every "
-                             f"family declares its settings dataclass and its figure marker (see LanguageModel)")
+        if problem := family_problem(family):
+            raise BenchError(f"model {name!r}: {getattr(family, '__name__', family)} {problem}")
         taken = {other.marker: other_name for other_name, other in dict.items(self)}  # not items(): it loads plug-ins
         taken[PretrainedLM.marker] = "a pretrained model"
         if family.marker in taken:
             raise BenchError(f"model {name!r}: figure marker {family.marker!r} is {taken[family.marker]}'s; give "
                              f"{family.__name__} a marker of its own")
         return super().register(name, family)
+
+
+def family_problem(family) -> str | None:
+    """What a model family leaves out of the contract (LanguageModel's traits and methods), or None: found when it
+    is registered, not when a run first builds, sizes or draws it."""
+    if not (isinstance(family, type) and issubclass(family, LanguageModel)):
+        return "is not a subclass of bench.models.common.LanguageModel"
+    if missing := [trait for trait in ("config_class", "marker") if not hasattr(family, trait)]:
+        return (f"declares no {' and no '.join(missing)}; every family declares its settings dataclass and its "
+                f"figure marker (see LanguageModel)")
+    if not (dataclasses.is_dataclass(family.config_class) and isinstance(family.config_class, type)):
+        return f"has a config_class, {family.config_class!r}, that is not a dataclass (its fields are the settings)"
+    names = {f.name for f in dataclasses.fields(family.config_class)}
+    if "vocab_size" not in names:
+        return (f"has a config_class, {family.config_class.__name__}, without a vocab_size field (set from the "
+                f"tokenizer)")
+    if family.window_setting is not None and family.window_setting not in names:
+        return f"names window_setting {family.window_setting!r}, which is no field of {family.config_class.__name__}"
+    if missing := [method for method in ("forward", "flops_per_token")
+                   if getattr(family, method) is getattr(LanguageModel, method)]:
+        return (f"does not implement {' and '.join(missing)}; every family implements forward(tokens, state) and "
+                f"flops_per_token(segment) (see LanguageModel)")
+    return None
 
 
 ENTRY_POINTS = "bench.models"  # the entry-point group of model families that installed packages declare
