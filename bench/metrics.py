@@ -42,6 +42,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from bench.errors import BenchError
+from tokenizers_study.named_registry import Registry
 from tokenizers_study.text import text_counts
 
 LN2 = math.log(2.0)
@@ -102,7 +104,7 @@ class Metric:
 COUNT_FIELDS = ("bytes", "chars", "words", "lines")  # the text's counts a metric can be per (Counts' fields)
 
 # In the order result.json and runs.csv write them; tables show the comparable ones first.
-METRICS: dict[str, Metric] = {metric.key: metric for metric in (
+METRICS: Registry[Metric] = Registry("metric", BenchError, [(metric.key, metric) for metric in (
     Metric("bits_per_byte", "bits/byte", "bits per byte", lambda c: c.bits_per(c.bytes), True,
            "L / (ln 2 · UTF-8 bytes of the text)", name="byte", count="bytes"),
     Metric("bits_per_char", "bits/char", "bits per character", lambda c: c.bits_per(c.chars), True,
@@ -122,7 +124,7 @@ METRICS: dict[str, Metric] = {metric.key: metric for metric in (
            "word-level perplexities (WikiText's `<eos>`)", perplexity=True),
     Metric("tokens_per_byte", "tokens/byte", "tokens per byte", lambda c: c.tokens / c.bytes if c.bytes else math.nan,
            False, "tokens / UTF-8 bytes of the text", shown=False),
-)}
+)])
 
 
 def shown_metrics() -> list[Metric]:

@@ -8,7 +8,7 @@ Two ways in:
   every process, a worker's or a cluster job's too, finds it by itself.
 - A module or a ``.py`` file named by ``--plugin``, a matrix config's ``[matrix] plugins`` or ``bench.api``'s
   ``plugins=``, imported here at once: it registers what it declares when imported (``FAMILIES.register``,
-  ``MODELS.register``, ``METRICS[key] = metric``).
+  ``MODELS.register``, ``METRICS.register``).
 
 What this process knows beyond the toolkit (:func:`in_use`) is handed to every process it starts for runs, a matrix's
 workers and cluster jobs, which import it before their first run (:func:`load_in_worker`). A plug-in that cannot be
@@ -58,7 +58,7 @@ def load_plugin(name: str, base: Path | None = None, where: str = "--plugin") ->
     try:
         importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and name.split(".")[0] == exc.name.split(".")[0]:
+        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
             raise BenchError(f"{where} {name}: no module of that name is importable here; install its package, or "
                              f"give the path of its .py file") from None
         raise _refusal(name, where, exc) from None
@@ -122,13 +122,16 @@ def _registries() -> list[tuple[str, dict]]:
 
 def in_use() -> list[Plugin]:
     """The plug-ins this process knows: those imported by :func:`load_plugin`, then the modules of every registered
-    model or tokenization family that is not the toolkit's (a notebook's import, an entry point already loaded)."""
+    model or tokenization family and of every metric that are not the toolkit's (a notebook's import, an entry point
+    already loaded)."""
+    from bench.metrics import METRICS
+
     found = dict(_LOADED)
-    for _, registry in _registries():
-        for item in dict.values(registry):  # as registered so far: listing would load every entry point
-            module = getattr(item, "__module__", "")
-            if module.split(".")[0] not in TOOLKIT and module not in ("__main__", "__mp_main__"):
-                found.setdefault(module, Plugin(module))
+    modules = [getattr(item, "__module__", "") for _, registry in _registries() for item in dict.values(registry)]
+    modules += [metric.formula.__module__ for metric in METRICS.values()]  # as registered so far: no loading
+    for module in modules:
+        if module.split(".")[0] not in TOOLKIT and module not in ("__main__", "__mp_main__"):
+            found.setdefault(module, Plugin(module))
     return list(found.values())
 
 

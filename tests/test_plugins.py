@@ -128,3 +128,95 @@ def test_a_family_defined_where_no_new_process_can_import_it_is_refused(monkeypa
     assert all(plugin.module != "__main__" for plugin in plugins.for_other_processes())  # spawn imports the script
     with pytest.raises(BenchError, match="defined in the script being run, which a cluster job cannot import"):
         plugins.for_other_processes(cluster=True)
+
+
+def test_an_installed_plugin_whose_module_registered_itself_first_is_the_same_plugin(offered):
+    """Imported by --plugin (or by a worker) before the registry looked at the entry points: no collision."""
+    item = object()
+    offered(Point("blue", item))
+    colours = Registry("colour", TokenizerError, [("red", 1)], entry_points="toy.colours")
+    colours.register("blue", item)  # the module's own registration, first
+    assert list(colours) == ["red", "blue"] and colours["blue"] is item
+    offered(Point("blue", object()))
+    other = Registry("colour", TokenizerError, [("red", 1)], entry_points="toy.colours")
+    other.register("blue", item)
+    with pytest.raises(TokenizerError, match="names <object .*>, but its module registered <object .*> as colour "
+                                             "'blue'; make the entry point name the class its module registers"):
+        list(other)
+
+
+def test_a_failed_entry_point_says_so_again_and_a_refusal_loses_no_other(offered):
+    failing = Point("blue", RuntimeError("boom"))
+    offered(failing, Point("teal", 4))
+    colours = Registry("colour", TokenizerError, [("red", 1)], entry_points="toy.colours")
+    for _ in range(2):
+        with pytest.raises(TokenizerError, match="cannot be imported \\(RuntimeError: boom\\)"):
+            colours["blue"]
+    assert colours["teal"] == 4
+    offered(Point("a", 1), Point("red", 2), Point("y", 3))
+    colours = Registry("colour", TokenizerError, [("red", 1)], entry_points="toy.colours")
+    for _ in range(2):  # refused every time, never half-read
+        with pytest.raises(TokenizerError, match="a name the toolkit already has"):
+            "y" in colours
+    twice = (Point("blue", 1), Point("blue", 2))
+    twice[1].value = "other_package:blue"
+    offered(*twice)
+    with pytest.raises(TokenizerError, match="both declare colour 'blue'; uninstall one of them"):
+        Registry("colour", TokenizerError, entry_points="toy.colours")["blue"]
+
+
+@pytest.mark.slow
+def test_a_plugin_a_worker_cannot_import_fails_its_chains_with_the_reason(tmp_path, make_toy_corpus, capsys):
+    """Imported here, refused in the worker (its import raises in a child process): each chain says why, in the
+    matrix's own line, instead of "worker died"."""
+    from bench.study.matrix.execute import Execution, run_matrix
+
+    data = make_toy_corpus(tmp_path)
+    plugin = tmp_path / "toy_parent_only_plugin.py"
+    plugin.write_text("import multiprocessing\nif multiprocessing.parent_process() is not None:\n"
+                      "    raise RuntimeError('not in a child')\n")
+    config = tmp_path / "toy.toml"
+    config.write_text('[matrix]\nname = "toy"\nplugins = ["toy_parent_only_plugin.py"]\n[axes]\nmodel = ["lstm"]\n'
+                      'tokenizer = ["byte"]\ndataset = ["toy"]\nseed = [0, 1]\n[budget]\nchars = 500\n'
+                      '[context]\nchars = 16\n[shared]\npreset = "tiny"\nstop_if_not_learning = false\n')
+    try:
+        outcome = run_matrix(config, tmp_path / "results", data, Execution(jobs=2, threads=1, show_progress=False))
+    finally:
+        sys.modules.pop("toy_parent_only_plugin", None)
+        plugins._LOADED.pop("toy_parent_only_plugin", None)
+    assert outcome.counts == {"failed": 2}
+    said = capsys.readouterr().err
+    assert said.count("a plug-in of the matrix") == 2 and "RuntimeError: not in a child" in said, said
+
+
+@pytest.fixture
+def plugin_packages(tmp_path, monkeypatch):
+    """Two plug-in packages on the path: ``toy_base`` (written against the toolkit) and ``toy_user``, whose module
+    imports it; and a module named like a file of the exported folder's own."""
+    for package, text in (("toy_base", "from tokenizers_study import Tokenizer\nBASE = Tokenizer\n"),
+                          ("toy_user", "import numpy\nfrom toy_base.core import BASE\nUSER = BASE\n")):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "core.py").write_text(text)
+    (tmp_path / "bench_plugins.py").write_text("from bench.metrics import METRICS\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [m for m in sys.modules if m.split(".")[0] in ("toy_base", "toy_user", "bench_plugins")]:
+        del sys.modules[name]
+
+
+def test_the_export_carries_a_plugins_other_plugin_package_and_refuses_a_name_it_needs(plugin_packages, tmp_path):
+    from bench.export.hf_folder import RESERVED
+    from bench.export.vendor import declares_metrics, vendor
+
+    folder = tmp_path / "exported"
+    folder.mkdir()
+    written = vendor(["toy_user.core"], folder, RESERVED)
+    assert {"toy_user_core.py", "toy_base_core.py", "tokenizers_study.py"} <= set(written)  # numpy stays outside
+    assert "from .toy_base_core import BASE" in (folder / "toy_user_core.py").read_text()
+    with pytest.raises(BenchError, match="module bench_plugins would be written as bench_plugins.py, a file of the "
+                                         "folder's own; rename the module"):
+        vendor(["bench_plugins"], tmp_path / "other", RESERVED)
+    assert not (tmp_path / "other").exists()
+    assert declares_metrics("bench_plugins") and not declares_metrics("__main__")
+    assert not declares_metrics("toy_user.core") and not declares_metrics("functools")

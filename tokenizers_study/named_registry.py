@@ -28,6 +28,7 @@ class Registry(dict, Generic[T]):
         self._offered: dict[str, metadata.EntryPoint] | None = None  # found, not yet loaded
         for name, item in items:
             self.register(name, item)
+        self.shipped = frozenset(dict.keys(self))  # the toolkit's own names, which no entry point may take
 
     def register(self, name: str, item: T) -> T:
         if dict.__contains__(self, name):
@@ -79,19 +80,25 @@ class Registry(dict, Generic[T]):
         return dict(dict.items(self))
 
     def _offers(self) -> dict[str, metadata.EntryPoint]:
+        """The installed entry points of the group not loaded yet, found once; one named like a shipped family, or
+        declared by two packages, is refused (every time: nothing is kept of a refused lookup)."""
         if self._offered is None:
-            found = metadata.entry_points(group=self.entry_points) if self.entry_points else ()
-            self._offered = {}
-            for point in found:
-                if dict.__contains__(self, point.name):
+            offered: dict[str, metadata.EntryPoint] = {}
+            for point in metadata.entry_points(group=self.entry_points) if self.entry_points else ():
+                if point.name in self.shipped:
                     raise self.error(f"{_origin(point)} declares {self.kind} {point.name!r}, a name the toolkit "
                                      f"already has; rename the entry point (or uninstall the package)")
-                self._offered[point.name] = point
+                if point.name in offered and offered[point.name].value != point.value:
+                    raise self.error(f"{_origin(point)} and {_origin(offered[point.name])} both declare {self.kind} "
+                                     f"{point.name!r}; uninstall one of them")
+                offered[point.name] = point
+            self._offered = offered
         return self._offered
 
     def _load(self, name: str) -> bool:
-        """Load the entry point called ``name``; whether there was one."""
-        point = self._offers().pop(name, None)
+        """Load the entry point called ``name``; whether there was one. One that fails stays offered, so that the
+        next lookup says the same, not "unknown"."""
+        point = self._offers().get(name)
         if point is None:
             return False
         try:
@@ -99,7 +106,14 @@ class Registry(dict, Generic[T]):
         except Exception as exc:  # any error of the plug-in's own import: one line, naming it
             raise self.error(f"{_origin(point)} cannot be imported ({type(exc).__name__}: {_one_line(exc)}); "
                              f"fix the package, or uninstall it") from None
-        self.adopt(name, item)
+        if dict.get(self, name, item) is not item:  # its module registered another class under the name
+            raise self.error(f"{_origin(point)} names {item!r}, but its module registered {dict.get(self, name)!r} "
+                             f"as {self.kind} {name!r}; make the entry point name the class its module registers")
+        try:
+            self.adopt(name, item)
+        except self.error as exc:  # the registry's own checks (a missing trait): said with where it comes from
+            raise self.error(f"{_origin(point)}: {exc}") from None
+        del self._offered[name]
         return True
 
     def _load_all(self) -> None:

@@ -163,7 +163,7 @@ def _meta_model(model_name: str, model_config):
 def _train_config(preset: dict, overrides: dict, facts: DataFacts) -> TrainConfig:
     if "bptt" in overrides and overrides.get("context_chars") is not None:
         raise BenchError("both bptt (tokens) and context_chars (characters) are set; set only one of them")
-    preset = dict(preset)
+    preset = current_names(preset)  # a family's preset may still use a setting's former name
     for name, other in (("eval_max_chars", "eval_max_tokens"), ("eval_max_tokens", "eval_max_chars")):
         if overrides.get(name) is not None and other not in overrides:
             preset[other] = None  # a span of validation set explicitly replaces the preset's

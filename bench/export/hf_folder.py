@@ -27,9 +27,9 @@ from bench.engine.exported import BENCH_TOKENIZER, EXPORT_FORMAT, PREFIX, PROVEN
 from bench.errors import BenchError
 from bench.export.model_card import model_card
 from bench.export.scratch import in_scratch, scratch_folder, without_marker
-from bench.export.vendor import FIRST_PARTY, check_copied_along, flat_name, vendor
+from bench.export.vendor import FIRST_PARTY, check_copied_along, declares_metrics, flat_name, vendor
 from bench.fileio import give_plain_modes, json_text, sha256_file
-from bench.metrics import METRICS
+from bench.metrics import Metric, comparable_metrics
 from bench.models import MODELS
 from bench.ownership import owner_of, refuse_others_folder
 from bench.provenance import git_commit
@@ -41,6 +41,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 MODELING, TOKENIZATION, SCORER = "modeling_bench.py", "tokenization_bench.py", "score_text.py"
 FAMILY_FILE, PLUGINS_FILE = "bench_family.py", "bench_plugins.py"
 REGISTRY, METRICS_MODULE = "tokenizers_study.registry", "bench.metrics"
+RESERVED = (MODELING, TOKENIZATION, SCORER, FAMILY_FILE, PLUGINS_FILE)  # no carried module may take these names
 
 
 def export_run(run: str | Path, out: str | Path, format: str = "hf") -> Path:
@@ -128,14 +129,14 @@ def write_folder(folder: Path, run: Path, result: RunResult, loaded: Loaded) -> 
                      "at": datetime.now(timezone.utc).isoformat(timespec="seconds")},
     }
     (folder / PROVENANCE).write_text(json_text(provenance))
-    (folder / "README.md").write_text(model_card(result, provenance, tokenizer_files))
+    (folder / "README.md").write_text(model_card(result, provenance, tokenizer_files, carried_metrics()))
 
 
 def write_model_code(folder: Path, loaded: Loaded, result: RunResult) -> None:
     family = MODELS[loaded.spec.model]
     module, config_module = family.__module__, family.config_class.__module__
-    metric_modules = metric_plugins()
-    written = vendor([module, config_module, METRICS_MODULE, *metric_modules], folder)
+    metric_modules = sorted({metric.formula.__module__ for metric in carried_metrics()} - {METRICS_MODULE})
+    written = vendor([module, config_module, METRICS_MODULE, *metric_modules], folder, RESERVED)
     (folder / FAMILY_FILE).write_text("\n".join([
         f'"""This folder\'s model family: {loaded.spec.model}, and the metrics score_text.py computes (written by '
         f'bench export)."""', "",
@@ -162,11 +163,12 @@ def write_model_code(folder: Path, loaded: Loaded, result: RunResult) -> None:
     (folder / "config.json").write_text(json_text(config))
 
 
-def metric_plugins() -> list[str]:
-    """The modules outside the toolkit that declared a metric of METRICS (their formula's), for the folder to
-    carry: score_text.py computes every metric the run's result has."""
-    modules = {metric.formula.__module__ for metric in METRICS.values()}
-    return sorted(m for m in modules if m.split(".")[0] not in FIRST_PARTY)
+def carried_metrics() -> list[Metric]:
+    """The comparable metrics the folder carries (the card shows them, score_text.py prints them): the toolkit's,
+    and a plug-in's where its formula's module is written against the toolkit (a metric declared in a notebook or
+    with a formula from elsewhere stays out of the folder)."""
+    return [metric for metric in comparable_metrics()
+            if metric.formula.__module__ == METRICS_MODULE or declares_metrics(metric.formula.__module__)]
 
 
 def plugin_modules(tokenizer: Tokenizer) -> list[str]:
@@ -208,7 +210,8 @@ def write_tokenizer(folder: Path, tokenizer: Tokenizer, bench_file: str) -> str:
         settings["tokenizer_class"] = "PreTrainedTokenizerFast"
         loaded_from = "tokenizer.json"
     else:
-        written = vendor([REGISTRY, *plugin_modules(tokenizer)], folder) + [write_plugins_file(folder, tokenizer)]
+        written = vendor([REGISTRY, *plugin_modules(tokenizer)], folder, RESERVED)
+        written.append(write_plugins_file(folder, tokenizer))
         shutil.copyfile(TEMPLATES / TOKENIZATION, folder / TOKENIZATION)
         check_copied_along(folder, TOKENIZATION, written)
         settings |= {"tokenizer_class": "BenchTokenizer", "auto_map": {"AutoTokenizer": [

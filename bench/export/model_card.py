@@ -6,11 +6,12 @@ import shlex
 
 from bench.data.corpora import REGISTRY
 from bench.engine.result import RunResult
-from bench.metrics import comparable_metrics
+from bench.metrics import Metric
 from tokenizers_study import read_scheme
 
 
-def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str:
+def model_card(result: RunResult, provenance: dict, tokenizer_files: str, shown: list[Metric]) -> str:
+    """The card; ``shown``: the comparable metrics of its table (those score_text.py prints)."""
     spec, model, tok, training = result.spec, result.model, result.tokenizer, result.training
     corpus = REGISTRY.get(result.data.corpus)
     licence = corpus.licence if corpus is not None and corpus.licence else \
@@ -57,7 +58,6 @@ def model_card(result: RunResult, provenance: dict, tokenizer_files: str) -> str
         flops = f", {training.flops:.3g} FLOPs" if training.flops else ""
         lines.append(f"- {training.steps:,} steps, {training.tokens:,} tokens, {training.chars:,.0f} characters "
                      f"({training.epochs:.3g} epochs){flops}, {training.seconds:,.0f} s")
-    shown = comparable_metrics()  # every one, a plug-in's too: score_text.py prints each
     lines += ["", "## Results", "",
               "Every figure comes from one total negative log-likelihood over the exact text of the split "
               f"({result.evaluation.scored}; layout {_layout(result.evaluation.layout)}; weights "

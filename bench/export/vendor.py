@@ -98,10 +98,12 @@ def _copied_along(folder: Path, start: str) -> set[str]:
     return found
 
 
-def vendor(roots: list[str], folder: Path) -> list[str]:
+def vendor(roots: list[str], folder: Path, reserved: tuple[str, ...] = ()) -> list[str]:
     """Write ``roots`` and every first-party module they import into ``folder`` as flat files; returns the file
-    names written. A root outside the toolkit (a plug-in) brings its own package's modules along."""
-    packages = tuple(dict.fromkeys([*FIRST_PARTY, *(root.split(".")[0] for root in roots)]))
+    names written. A root outside the toolkit (a plug-in) brings its own package's modules along, and those of any
+    other package it imports that is written against the toolkit. Two modules written under one name, or one under
+    a name of ``reserved`` (the folder's own files), are refused before anything is written."""
+    packages = list(dict.fromkeys([*FIRST_PARTY, *(root.split(".")[0] for root in roots)]))
     seen: dict[str, str] = {}
     todo = list(roots)
     while todo:
@@ -109,19 +111,61 @@ def vendor(roots: list[str], folder: Path) -> list[str]:
         if module in seen:
             continue
         text = _source(module).read_text(encoding="utf-8")
-        if relative_import := next((node for node in ast.walk(ast.parse(text))
+        tree = ast.parse(text)
+        if relative_import := next((node for node in ast.walk(tree)
                                     if isinstance(node, ast.ImportFrom) and node.level), None):
             raise BenchError(f"cannot export {module}: its relative import (from {'.' * relative_import.level}"
                              f"{relative_import.module or ''} import ...) cannot be carried into flat files; import "
                              f"by the package's name")
+        if module.split(".")[0] not in FIRST_PARTY:  # a plug-in: what else of its world must come along
+            packages += [name.split(".")[0] for name in _absolute_imports(tree)
+                         if name.split(".")[0] not in packages and _written_against_the_toolkit(name)]
         seen[module] = text
-        todo += sorted(_first_party_imports(module, text, packages) - set(seen))
-    written = []
-    for module, text in sorted(seen.items()):
+        todo += sorted(_first_party_imports(module, text, tuple(packages)) - set(seen))
+    names: dict[str, str] = {}
+    for module in sorted(seen):
         name = f"{flat_name(module)}.py"
-        (folder / name).write_text(relative(module, text, packages), encoding="utf-8")
-        written.append(name)
-    return written
+        if name in reserved:
+            raise BenchError(f"cannot export: module {module} would be written as {name}, a file of the folder's own; "
+                             f"rename the module")
+        if name in names:
+            raise BenchError(f"cannot export: modules {names[name]} and {module} would both be written as {name}; "
+                             f"rename one of them")
+        names[name] = module
+    for name, module in names.items():
+        (folder / name).write_text(relative(module, seen[module], tuple(packages)), encoding="utf-8")
+    return list(names)
+
+
+def _absolute_imports(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append(node.module)
+    return found
+
+
+def declares_metrics(module: str) -> bool:
+    """Whether ``module`` is a plug-in that a folder can carry and that imports the toolkit's metrics (where a
+    metric's formula comes from a module of its own)."""
+    if module in ("__main__", "__mp_main__") or module.split(".")[0] in FIRST_PARTY:
+        return False
+    return _written_against_the_toolkit(module, ("bench.metrics",))
+
+
+def _written_against_the_toolkit(module: str, of: tuple[str, ...] = FIRST_PARTY) -> bool:
+    """Whether ``module`` (imported by a plug-in) imports the toolkit itself: another plug-in package, which the
+    folder must carry, since it works only with the toolkit's copy beside it."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not (spec.origin or "").endswith(".py"):
+        return False
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return any(name == prefix or name.startswith(prefix + ".") for name in _absolute_imports(tree) for prefix in of)
 
 
 def check_copied_along(folder: Path, start: str, needed: list[str]) -> None:

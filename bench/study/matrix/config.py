@@ -110,8 +110,10 @@ def _table(doc: dict, key: str, path: Path) -> dict:
     return value
 
 
-def read_config(path: str | Path) -> MatrixConfig:
-    """Read a matrix config and check its tables (``bench.study.matrix.grid.load_config`` checks its cells too)."""
+def read_config(path: str | Path, with_plugins: bool = True) -> MatrixConfig:
+    """Read a matrix config and check its tables (``bench.study.matrix.grid.load_config`` checks its cells too);
+    ``with_plugins=False``: its plug-ins are not imported (a copy away from the paths it names: installed ones and
+    ``--plugin`` serve instead)."""
     from bench.study.matrix.pretrained import parse_entries
 
     path = Path(path)
@@ -136,7 +138,8 @@ def read_config(path: str | Path) -> MatrixConfig:
         raise BenchError(f"{path}: {source} {name!r} must use letters, digits, '-' and '_', with at least one letter "
                          f"or digit" + ("" if "name" in meta else "; set [matrix] name = \"...\""))
     # first: the axes and tables may name what a plug-in registers
-    load_plugins(meta.get("plugins", []), path.parent, f"{path}: [matrix] plugins")
+    if with_plugins:
+        load_plugins(meta.get("plugins", []), path.parent, f"{path}: [matrix] plugins")
     axes = _grid(_table(doc, "axes", path), path, "[axes]")
     for key in ("model", "tokenizer", "dataset"):
         if key not in axes:

@@ -129,8 +129,8 @@ def cell_folder_name(cell: dict, phase: dict | None, run_id: str) -> str:
     return run_folder_name(parts, run_id)
 
 
-def load_config(path: str | Path) -> MatrixConfig:
+def load_config(path: str | Path, with_plugins: bool = True) -> MatrixConfig:
     """Read and check a matrix config: its tables, and every cell must make a valid spec before anything runs."""
-    config = read_config(path)
+    config = read_config(path, with_plugins)
     cell_specs(config)
     return config

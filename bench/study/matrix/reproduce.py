@@ -219,7 +219,7 @@ def _planned_configs(results: Path, rows: pd.DataFrame, data_dir: Path) -> dict[
     config_path = results / MATRIX_CONFIG
     if not config_path.is_file():
         return {}
-    config = load_config(config_path)
+    config = load_config(config_path, with_plugins=False)  # a copy: its plug-in paths were relative to the original
     register_corpora(config, data_dir)
     _check_split_hashes(rows, data_dir)  # before planning trains any tokenizer
     return {run.run_id: run.resolved for chain in plan(config, results / ".planned", data_dir) for run in chain

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bench.engine.hardware.distributed import Ranks
 from bench.engine.resolve import ResolvedRun
+from bench.errors import USER_ERRORS
 from bench.plugins import load_in_worker
 from bench.run_files import ERROR, TRAIN_LOG
 from bench.study.matrix.run_status import Attempt, RunStatus, failure_text, locked_record
@@ -26,6 +27,7 @@ _ORPHANED = threading.Event()  # set in a worker whose matrix process died
 _RUNNING = threading.Event()  # set in a worker while it executes a run
 _INTERRUPTED = threading.Event()  # set in a worker that got Ctrl-C: it starts nothing more
 _MATRIX_STOPPED = None  # in a worker: the multiprocessing Event its matrix sets on Ctrl-C
+_PLUGIN_REFUSAL: str | None = None  # in a worker: why a plug-in of its matrix could not be imported here
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ def worker_chain(runs: list[dict], settings: WorkerSettings) -> list[Attempt]:
 
     if _INTERRUPTED.is_set() or (_MATRIX_STOPPED is not None and _MATRIX_STOPPED.is_set()):
         return []
+    if _PLUGIN_REFUSAL is not None:
+        return [Attempt(runs[0]["spec"]["out_dir"], RunStatus.FAILED, _PLUGIN_REFUSAL)]
     between_chains = signal.getsignal(signal.SIGINT)
     if between_chains is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -142,7 +146,11 @@ def init_worker(gpu_queue, parent: int, stopped, plugins: list) -> None:
     if gpu_queue is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_queue.get())
     threading.Thread(target=_stop_when_orphaned, args=(parent,), daemon=True).start()
-    load_in_worker(plugins)  # last: a plug-in's refusal fails the pool's chains, each with its one line
+    global _PLUGIN_REFUSAL
+    try:
+        load_in_worker(plugins)
+    except USER_ERRORS as exc:  # raised here it would break the pool, its message lost: each chain says it instead
+        _PLUGIN_REFUSAL = str(exc)
 
 
 def _stop_when_orphaned(parent: int) -> None:

@@ -11,4 +11,4 @@ LINE = Metric(
     "L / (ln 2 · newlines)",  # the report's definition
     name="line", count="lines",  # a figure metric: --metric line
 )
-METRICS[LINE.key] = LINE
+METRICS.adopt(LINE.key, LINE)  # refused if another metric has the key
