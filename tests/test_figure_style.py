@@ -144,3 +144,23 @@ def test_a_run_that_failed_at_once_does_not_count_as_trained_flops(monkeypatch):
     assert clock.finished([1e12], trained=[False]) == "1 finished, 1 running, 2 waiting"  # no rate measured yet
     now[0] = 110.0  # one run trained in 10 s: 0.1 TFLOP/s; two runs left: 20 s (not 30, not 0.2 s)
     assert "about 20 s left (2e+12 planned training FLOPs at the 100 GFLOP/s" in clock.finished([1e12], [True])
+
+
+def test_a_run_resumed_from_its_checkpoint_does_not_count_in_the_rate(monkeypatch, tmp_path, capsys):
+    """Resumed, a run trains part of its plan: counted in the rate, it made the time left read far too short."""
+    from types import SimpleNamespace
+
+    from bench.study.matrix import eta, execute
+    from bench.study.matrix.run_status import Attempt, RunStatus
+
+    now = [100.0]
+    monkeypatch.setattr(eta.time, "monotonic", lambda: now[0])
+    clock = eta.MatrixClock([1e12] * 3, at_once=1)
+    resumed, fresh = (SimpleNamespace(run_dir=tmp_path / name, train_flops=1e12, status=RunStatus.PARTIAL)
+                      for name in ("resumed", "fresh"))
+    now[0] = 101.0  # the resumed run's last part: 1 s
+    execute._report([resumed], [Attempt(str(resumed.run_dir), RunStatus.DONE)], "[1/3]", clock, {id(resumed)})
+    assert "left" not in capsys.readouterr().err  # no rate from it
+    now[0] = 111.0  # a whole run by 11 s: one run left, 11 s (counted, the resumed run would make it 6 s)
+    execute._report([fresh], [Attempt(str(fresh.run_dir), RunStatus.DONE)], "[2/3]", clock, {id(resumed)})
+    assert "about 11 s left" in capsys.readouterr().err

@@ -22,8 +22,9 @@ class MatrixClock:
     dropped_flops: float = 0.0  # planned for runs that ended otherwise (failed, interrupted): neither done nor left
 
     def finished(self, flops: list[float], trained: list[bool]) -> str:
-        """Count these runs as finished, ``trained`` saying which trained to their end (a run that failed at once
-        would otherwise count its whole plan as trained in no time); the line to print."""
+        """Count these runs as finished, ``trained`` saying which trained their whole plan here (a run that failed
+        at once, or one resumed from its checkpoint, would otherwise count its whole plan as trained in no time or
+        in part of its time); the line to print."""
         self.finished_runs += len(flops)
         self.trained_flops += sum(f for f, t in zip(flops, trained) if t)
         self.dropped_flops += sum(f for f, t in zip(flops, trained) if not t)

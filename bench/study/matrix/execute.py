@@ -133,7 +133,8 @@ def _execute(outcome: MatrixOutcome, execution: Execution, plugins: list[Plugin]
     cpu_threads = None if cluster else cpu_threads_per_run(jobs, execution.threads)
     where = ("as Slurm jobs" if cluster else "in-process" if jobs == 1 else f"{jobs} at a time")
     where += f", {cpu_threads} CPU thread(s) each" if cpu_threads else ""
-    resuming = sum(run.status in (RunStatus.PARTIAL, RunStatus.INTERRUPTED) for chain in todo for run in chain)
+    resumed = {id(run) for chain in todo for run in chain if run.status in (RunStatus.PARTIAL, RunStatus.INTERRUPTED)}
+    resuming = len(resumed)
     where = (f"{resuming} of them resume from a checkpoint; " if resuming else "") + where
     print(f"{config.name}: {sum(map(len, outcome.chains))} runs planned, {sum(map(len, todo))} to run ({where})",
           file=sys.stderr)
@@ -144,12 +145,12 @@ def _execute(outcome: MatrixOutcome, execution: Execution, plugins: list[Plugin]
     try:
         for pending, records in finished:
             reported += 1
-            _report(pending, records, f"[{reported}/{len(todo)}]", clock)
+            _report(pending, records, f"[{reported}/{len(todo)}]", clock, resumed)
             write_runs_table(outcome.chains, config, results, outcome.pretrained)
     except KeyboardInterrupt:
         for pending, records in _rest_after_interrupt(finished):
             reported += 1
-            _report(pending, records, f"[{reported}/{len(todo)}]", clock)
+            _report(pending, records, f"[{reported}/{len(todo)}]", clock, resumed)
         write_runs_table(outcome.chains, config, results, outcome.pretrained)
         print(f"stopped: {_stopped_counts(outcome.chains, todo)}; run the same command again to resume",
               file=sys.stderr)
@@ -164,13 +165,14 @@ def _execute(outcome: MatrixOutcome, execution: Execution, plugins: list[Plugin]
     return outcome
 
 
-def _report(pending: list[PlannedRun], records: list[Attempt], label: str, clock: MatrixClock) -> None:
-    """A chain's outcome: each run's status (from its record) on a line of its own, then the matrix's progress."""
+def _report(pending: list[PlannedRun], records: list[Attempt], label: str, clock: MatrixClock, resumed: set) -> None:
+    """A chain's outcome: each run's status (from its record) on a line of its own, then the matrix's progress. A
+    run ``resumed`` from its checkpoint trained part of its plan here: the clock's rate does not count it."""
     for run, record in zip(pending, records):
         run.status = record.status
         error = f": {record.error}" if record.error else outcome_of(run.run_dir)
         print(f"{label} {run.run_dir.name}: {run.status}{error}", file=sys.stderr)
-    trained = [run.status is RunStatus.DONE for run in pending]
+    trained = [run.status is RunStatus.DONE and id(run) not in resumed for run in pending]
     print(f"    {clock.finished([run.train_flops or 0.0 for run in pending], trained)}", file=sys.stderr)
 
 
