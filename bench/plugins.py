@@ -62,7 +62,7 @@ def load_plugin(name: str, base: Path | None = None, where: str = "--plugin") ->
             raise BenchError(f"{where} {name}: no module of that name is importable here; install its package, or "
                              f"give the path of its .py file") from None
         raise _refusal(name, where, exc) from None
-    except (*USER_ERRORS, Exception) as exc:
+    except Exception as exc:  # the registries' refusals included
         raise _refusal(name, where, exc) from None
     return _record(Plugin(name))
 
@@ -93,7 +93,7 @@ def _import_file(path: Path, where: str) -> Plugin:
     sys.modules[module] = loaded  # as an import does: the module's classes are found by name (pickle, dataclasses)
     try:
         spec.loader.exec_module(loaded)
-    except (*USER_ERRORS, Exception) as exc:
+    except Exception as exc:  # the registries' refusals included
         del sys.modules[module]
         raise _refusal(str(path), where, exc) from None
     return Plugin(module, str(path))
