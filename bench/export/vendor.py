@@ -15,8 +15,9 @@ import re
 from pathlib import Path
 
 from bench.errors import BenchError
+from bench.plugins import TOOLKIT
 
-FIRST_PARTY = ("bench", "tokenizers_study")
+FIRST_PARTY = TOOLKIT  # the packages a folder always carries
 
 
 def _from_pattern(packages: tuple[str, ...]) -> re.Pattern:
