@@ -109,6 +109,18 @@ def test_expansion_includes_and_budgets(toy):
     assert not results.exists()  # a dry run writes no results
 
 
+def test_an_axis_under_a_setting_s_former_name_and_its_new_name_plans_the_same_folders(toy):
+    """rnn_precision was lstm_precision: a config that renames its axis finds the runs the old spelling made."""
+    config_path, results, data = toy
+    folders = {}
+    for name in ("lstm_precision", "rnn_precision"):
+        config_path.write_text(CONFIG.replace('dataset = ["toy"]', f'dataset = ["toy"]\n{name} = ["float32"]', 1))
+        outcome = run_matrix(config_path, results, dry_run=True, data_dir=data)
+        folders[name] = sorted(r.run_dir.name for chain in outcome.chains for r in chain)
+    assert folders["lstm_precision"] == folders["rnn_precision"]
+    assert sum("lstm_precisionfloat32" in f for f in folders["rnn_precision"]) == 6  # the [axes] cells, not includes
+
+
 def test_dry_run_finds_settings_that_would_fail_every_run(toy, cli_here, one_line_error):
     config_path, results, data = toy
     run_matrix(config_path, results, dry_run=True, data_dir=data)  # tokenizers trained: no progress lines below

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine.budget import LIMITS, limit_for
-from bench.engine.spec import RunSpec, validate_spec
+from bench.engine.spec import RunSpec, recorded_names, validate_spec
 from bench.errors import USER_ERRORS, BenchError
 from bench.run_files import run_folder_name
 from bench.study.matrix.config import MatrixConfig, read_config
@@ -123,7 +123,8 @@ def cell_label(cell: dict) -> str:
 def cell_folder_name(cell: dict, phase: dict | None, run_id: str) -> str:
     parts = [cell["model"], cell["preset"], str(cell["tokenizer"]).replace(":", ""), cell["dataset"],
              f"s{cell['seed']}", cell["match"]]
-    parts += [f"{k}{v}" for k, v in cell.items() if k not in CORE_AXES]
+    # a renamed setting names the folder as its run id hashes it: renaming an axis finds the runs it made
+    parts += [f"{k}{v}" for k, v in recorded_names(cell).items() if k not in CORE_AXES]
     if phase:
         parts.append(phase["name"])
     return run_folder_name(parts, run_id)
