@@ -103,6 +103,12 @@ def test_the_report_section_ranks_the_lossless_tokenizations(tmp_path):
     compression = correlations[INTRINSIC["bytes_per_token"]]
     assert compression["Spearman ρ"] == "-1.000" and compression["tokenizations"] == 3  # word:50 left out
     assert [row["tokenizer"] for row in tables[1][1]] == ["byte", "bpe:100", "bpe:400"]
+    # the docs include the committed report's tables by these markers: each wraps its caption and table
+    markdown = doc.markdown()
+    for anchor in ("intrinsic-correlations", "intrinsic-measures"):
+        start = markdown.index(f"<!-- --8<-- [start:{anchor}] -->")
+        end = markdown.index(f"<!-- --8<-- [end:{anchor}] -->")
+        assert "| tokenizer |" in markdown[start:end] or "| measure |" in markdown[start:end]
 
 
 def test_the_report_section_says_why_it_has_no_figure_with_two_lossless_tokenizations(tmp_path):

@@ -297,7 +297,9 @@ def test_smoke_config_and_report(wt2_data_dir, tmp_path, repo):
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 7
     assert r"\toprule" in (out / "main-table.tex").read_text() and (out / "main-table.csv").is_file()
-    assert "`main-table.csv`, `main-table.tex`" in (out / "report.md").read_text()
+    markdown = (out / "report.md").read_text()
+    assert "`main-table.csv`, `main-table.tex`" in markdown
+    assert markdown.index("[start:main-table]") < markdown.index("| model |") < markdown.index("[end:main-table]")
     assert "Figure 2 is left out: the matrix has fewer than three vocabulary sizes of any swept tokenization" in page
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", page)  # no external requests
     assert "<link" not in page and "<script" not in page

@@ -130,7 +130,8 @@ def section(doc, study, out, style: FigureStyle, figure) -> None:
         rows = correlation_rows(found, done)
         doc.table(rows, list(rows[0]),
                   "Each measure's rank correlation with test bits per byte over the lossless tokenizations of one "
-                  "model, text and matching rule, with its 95% interval over tokenizations and seeds.")
+                  "model, text and matching rule, with its 95% interval over tokenizations and seeds.",
+                  anchor="intrinsic-correlations")
         rows = measure_rows(measures, done)
         doc.table(rows, list(rows[0]), "The intrinsic measures of each lossless tokenization on the train split "
-                  "(bench tokenize stats gives them for any split).")
+                  "(bench tokenize stats gives them for any split).", anchor="intrinsic-measures")

@@ -44,8 +44,10 @@ class ReportPage:
     def items(self, items: list[str]) -> None:
         self.blocks.append(("items", items))
 
-    def table(self, rows: list[dict], columns: list[str], caption: str = "") -> None:
-        self.blocks.append(("table", rows, columns, caption))
+    def table(self, rows: list[dict], columns: list[str], caption: str = "", anchor: str = "") -> None:
+        """``anchor``: the Markdown wraps the table in snippet markers of that name, so that a page of the
+        documentation includes it from a committed report (``--8<-- "report.md:anchor"``) instead of copying it."""
+        self.blocks.append(("table", rows, columns, caption, anchor))
 
     def figure(self, name: str, png: bytes, caption: str) -> None:
         self.blocks.append(("figure", name, png, caption))
@@ -64,10 +66,14 @@ class ReportPage:
             elif kind == "items":
                 out += [f"- {item}" for item in block[1]] + [""]
             elif kind == "table":
-                rows, columns, caption = block[1:]
+                rows, columns, caption, anchor = block[1:]
+                if anchor:
+                    out += [f"<!-- --8<-- [start:{anchor}] -->", ""]
                 if caption:
                     out += [f"*{caption}*", ""]
                 out += [markdown_table(rows, columns) if rows else "(no rows)", ""]
+                if anchor:
+                    out += [f"<!-- --8<-- [end:{anchor}] -->", ""]
             elif kind == "figure":
                 name, _, caption = block[1:]
                 out += [f"![{name}]({name}.png)", "", f"*{caption}* ([SVG]({name}.svg))", ""]
@@ -87,7 +93,7 @@ class ReportPage:
             elif kind == "items":
                 body.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in block[1]) + "</ul>")
             elif kind == "table":
-                rows, columns, caption = block[1:]
+                rows, columns, caption, _ = block[1:]
                 head = "".join(f"<th>{esc(c)}</th>" for c in columns)
                 cells = "".join("<tr>" + "".join(_cell(format_value(r.get(c))) for c in columns) + "</tr>"
                                 for r in rows)

@@ -156,7 +156,7 @@ def _main_table_section(doc: ReportPage, study: Study, floors: dict, baselines, 
               "compressors (bench baselines): bits for the test text given the train text, size(train + test) - "
               "size(train); 'alone': the test file compressed by itself. 'last doubling': validation bits per "
               "byte gained over the last doubling of training characters (mean over seeds), 'still improving' "
-              f"above {convergence.IMPROVING}. " + flag_legend(_everyone(study)))
+              f"above {convergence.IMPROVING}. " + flag_legend(_everyone(study)), anchor="main-table")
     doc.para("The same table for a paper: " + ", ".join(f"`{f}`" for f in export_table(
         rows, columns, out, "main-table", "Test split: mean over seeds with the 95% interval over seeds, bits per "
         "byte and per character from one total loss; per-token perplexity is not comparable across "
