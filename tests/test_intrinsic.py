@@ -123,3 +123,22 @@ def test_the_report_section_says_why_it_has_no_figure_with_two_lossless_tokeniza
     intrinsic_section.section(doc, study, tmp_path, style, figure)
     assert "3 or more lossless tokenizations" in why[0]
     assert not [block for block in doc.blocks if block[0] == "table"]
+
+
+def test_a_figure_of_many_tokenizations_names_them_in_a_legend_not_on_each_point(tmp_path):
+    """Up to LABELLED_CELLS tokenizations each point carries its name; beyond, the names would overlap, so one
+    legend gives every tokenization's colour instead."""
+    many = {f"bpe:{100 * width}": width for width in range(1, intrinsic_section.LABELLED_CELLS + 3)}
+    study, style = fake_study(tmp_path, many, lossy="")
+    drawn = []
+    intrinsic_section.section(ReportPage("t"), study, tmp_path, style,
+                              lambda doc, draw, out, name, caption: drawn.append(draw()))
+    axes = drawn[0].axes
+    assert not any(ax.texts for ax in axes)
+    legends = [ax.get_legend() for ax in axes if ax.get_legend() is not None]
+    assert len(legends) == 1 and {t.get_text() for t in legends[0].get_texts()} >= set(many)
+    few, style = fake_study(tmp_path, dict(list(many.items())[:3]), lossy="")
+    drawn.clear()
+    intrinsic_section.section(ReportPage("t"), few, tmp_path, style,
+                              lambda doc, draw, out, name, caption: drawn.append(draw()))
+    assert all(len(ax.texts) == 3 for ax in drawn[0].axes) and not any(ax.get_legend() for ax in drawn[0].axes)

@@ -9,13 +9,14 @@ import math
 
 import pandas as pd
 
-from bench.study.report.figure_style import (FigureStyle, NoData, errors_of, group_title, model_family, plt,
-                                             seed_means, text_groups, tokenizer_order)
+from bench.study.report.figure_style import (FigureStyle, NoData, errors_of, group_title, legend, model_family,
+                                             plt, seed_means, text_groups, tokenizer_order)
 from bench.study.stats.convergence import last_doubling
 from bench.study.stats.intrinsic import MIN_TOKENIZATIONS, RankCorrelation, rank_correlation
 from tokenizers_study.stats import INTRINSIC, intrinsic_measures
 from tokenizers_study.text import text_counts
 
+LABELLED_CELLS = 6  # up to this many tokenizations a panel names each point; beyond, a legend does
 BITS_PER_BYTE = "test_bits_per_byte"  # ranks as bits per character do on one text: the correlations use it
 
 
@@ -66,11 +67,15 @@ def intrinsic_figure(done: pd.DataFrame, measures: dict, found: dict, style: Fig
             for xi, (_, c) in zip(x, cells.iterrows()):
                 ax.errorbar(xi, c[metric], yerr=errors_of(pd.Series([c[f"{metric}_err"]])),
                             marker=model_family(model).marker, color=style.colors[c["tokenizer"]], capsize=2)
-                ax.annotate(c["tokenizer"], (xi, c[metric]), fontsize=6, xytext=(3, 3), textcoords="offset points")
+                if len(cells) <= LABELLED_CELLS:
+                    ax.annotate(c["tokenizer"], (xi, c[metric]), fontsize=6, xytext=(3, 3),
+                                textcoords="offset points")
             rho = found.get((dataset, match, model, key))
             ax.set_title(f"ρ = {rho.cell()}" if rho else "ρ: too few cells", fontsize=8)
             ax.set_xlabel(label, fontsize=8)
         panels[0].set_ylabel(f"{group_title((dataset, match), groups)}{model}\ntest {style.metric.label}", fontsize=8)
+        if len(cells) > LABELLED_CELLS:  # more labels than a panel holds apart: the colours in a legend instead
+            legend(panels[-1], sub, style.colors, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle("Intrinsic measures of each lossless tokenization (train split) against the trained models' test "
                  f"{style.metric.label}", fontsize=10)
     fig.tight_layout()
