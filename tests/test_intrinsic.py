@@ -130,11 +130,12 @@ def test_a_figure_of_many_tokenizations_names_them_in_a_legend_not_on_each_point
     legend gives every tokenization's colour instead."""
     many = {f"bpe:{100 * width}": width for width in range(1, intrinsic_section.LABELLED_CELLS + 3)}
     study, style = fake_study(tmp_path, many, lossy="")
+    study.done = pd.concat([study.done, study.done.assign(model="transformer")])  # two rows of panels, one legend
     drawn = []
     intrinsic_section.section(ReportPage("t"), study, tmp_path, style,
                               lambda doc, draw, out, name, caption: drawn.append(draw()))
     axes = drawn[0].axes
-    assert not any(ax.texts for ax in axes)
+    assert len(axes) == 2 * len(INTRINSIC) and not any(ax.texts for ax in axes)
     legends = [ax.get_legend() for ax in axes if ax.get_legend() is not None]
     assert len(legends) == 1 and {t.get_text() for t in legends[0].get_texts()} >= set(many)
     few, style = fake_study(tmp_path, dict(list(many.items())[:3]), lossy="")
