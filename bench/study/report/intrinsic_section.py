@@ -58,12 +58,13 @@ def intrinsic_figure(done: pd.DataFrame, measures: dict, found: dict, style: Fig
     fig, axes = plt.subplots(len(rows), len(INTRINSIC), figsize=(2.7 * len(INTRINSIC), 2.6 * len(rows)),
                              squeeze=False)
     groups = len({row[:2] for row in rows})
-    drawn = []
+    drawn, crowded = [], False
     for panels, (dataset, match, model) in zip(axes, rows):
         sub = done[(done["dataset"] == dataset) & (done["match"] == match) & (done["model"] == model)
                    & done["lossless_bool"]]
         cells = seed_means(sub, [metric])
         drawn.append(sub)
+        crowded |= len(cells) > LABELLED_CELLS
         for ax, (key, label) in zip(panels, INTRINSIC.items()):
             x = [measures[(dataset, t)][key] for t in cells["tokenizer"]]
             for xi, (_, c) in zip(x, cells.iterrows()):
@@ -76,10 +77,8 @@ def intrinsic_figure(done: pd.DataFrame, measures: dict, found: dict, style: Fig
             ax.set_title(f"ρ = {rho.cell()}" if rho else "ρ: too few cells", fontsize=8)
             ax.set_xlabel(label, fontsize=8)
         panels[0].set_ylabel(f"{group_title((dataset, match), groups)}{model}\ntest {style.metric.label}", fontsize=8)
-    drawn = pd.concat(drawn)
-    if drawn.groupby(["dataset", "match", "model"])["tokenizer"].nunique().max() > LABELLED_CELLS:
-        # more labels than a panel holds apart: one legend of the colours, beside the first row, instead
-        legend(axes[0][-1], drawn, style.colors, loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    if crowded:  # more labels than a panel holds apart: one legend of the colours, beside the first row, instead
+        legend(axes[0][-1], pd.concat(drawn), style.colors, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle("Intrinsic measures of each lossless tokenization (train split) against the trained models' test "
                  f"{style.metric.label}", fontsize=10)
     fig.tight_layout()
