@@ -4,8 +4,9 @@ curve at fractions of the budget, so a reader sees whether each correlation is s
 
 For each model, each lossless tokenization and each seed, the validation bits per byte is read off the run's
 learning curve at a fraction of the matrix's training characters (linear in log characters between the two
-evaluations around it); each intrinsic measure's Spearman rho with the cells' seed means, and its interval over
-tokenizations and seeds, come from bench.study.stats.intrinsic, as in the report. Prints Markdown:
+evaluations around it), and the report's own correlations (bench.study.report.intrinsic_section.correlations:
+Spearman's rho with the cells' seed means, its interval over tokenizations and seeds) are taken of those values in
+place of the test split's. Prints Markdown:
 
     python experiments/intrinsic_against_budget.py results/cpu-vocab-sweep \
         > results/reference/cpu-vocab-sweep/intrinsic-against-budget.md
@@ -27,9 +28,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.study.report.intrinsic_section import tokenization_measures  # noqa: E402
+from bench.study.report.intrinsic_section import BITS_PER_BYTE, correlations, tokenization_measures  # noqa: E402
 from bench.study.report.report import load_study  # noqa: E402
-from bench.study.stats.intrinsic import rank_correlation  # noqa: E402
 from tokenizers_study.stats import INTRINSIC  # noqa: E402
 
 FRACTIONS = (0.3, 0.5, 0.75, 1.0)  # the sweep evaluates every 100 steps: first at about 0.27 of its budget
@@ -73,26 +73,21 @@ def main() -> None:
           f"{datetime.date.today().isoformat()}, commit {commit}, {machine()}. {len(done)} finished lossless runs; "
           f"budget {budget:,.0f} training characters per run. Each cell: Spearman ρ of the measure with the seed "
           f"means of validation bits per byte (the first {', '.join(f'{n:,}' for n in validation)} characters of the "
-          "valid split) at that share of "
-          "the budget, and its 95% interval over tokenizations and seeds (bench.study.stats.intrinsic). A "
-          "negative ρ: the higher the measure, the lower the bits per byte.\n")
-    for model, runs in done.groupby("model"):
-        curves = {}
-        for tokenizer, cell in runs.groupby("tokenizer"):
-            curves[tokenizer] = [study.runs[d].log for d in cell["run_dir"]]
-        header = " | ".join(f"{f:g} of the budget" for f in FRACTIONS)
-        print(f"## {model} ({len(curves)} tokenizations, {len(runs)} runs)\n")
-        print(f"| measure | {header} |")
+          "valid split) at that share of the budget, and its 95% interval over tokenizations and seeds "
+          "(bench.study.stats.intrinsic). A negative ρ: the higher the measure, the lower the bits per byte.\n")
+    found = {}  # fraction -> the report's correlations of the validation bits per byte at that share of the budget
+    for fraction in FRACTIONS:
+        at = done.assign(**{BITS_PER_BYTE: [valid_at(study.runs[d].log, fraction * budget) for d in done["run_dir"]]})
+        found[fraction] = correlations(at[at[BITS_PER_BYTE].notna()], measures)
+    groups = done.groupby(["dataset", "match"]).ngroups
+    for (dataset, match, model), runs in done.groupby(["dataset", "match", "model"]):
+        text = f"{dataset}, {match}: " if groups > 1 else ""
+        print(f"## {text}{model} ({runs['tokenizer'].nunique()} tokenizations, {len(runs)} runs)\n")
+        print("| measure | " + " | ".join(f"{f:g} of the budget" for f in FRACTIONS) + " |")
         print("|---|" + "---|" * len(FRACTIONS))
         for key, label in INTRINSIC.items():
-            cells = []
-            for fraction in FRACTIONS:
-                seeds = {t: [v for v in (valid_at(log, fraction * budget) for log in logs) if math.isfinite(v)]
-                         for t, logs in curves.items()}
-                values = {t: measures[(runs["dataset"].iloc[0], t)][key] for t in seeds}
-                rho = rank_correlation(values, {t: s for t, s in seeds.items() if s})
-                cells.append(rho.cell() if rho else "-")
-            print(f"| {label} | " + " | ".join(cells) + " |")
+            cells = [found[f].get((dataset, match, model, key)) for f in FRACTIONS]
+            print(f"| {label} | " + " | ".join(rho.cell() if rho else "-" for rho in cells) + " |")
         print()
 
 
